@@ -163,13 +163,23 @@ class CrowdLinks(Tab):
             url = crowd.link_url(self.ctx.config.public_url, token, (id_param or "").strip())
             made = f"Link {link['id']} is made, {crowd.link_state(link)}: paste the address below into the platform."
             counts = crowd.live_counts(db, link["id"])
+            others = crowd.other_open_links(db, link)
+            people = counts["study_people"]
             if counts["takes_nobody"]:
                 made += f" **It takes nobody now: {escape(counts['takes_nobody'])}.**"
-            elif counts["places_left"] < link["quota"]:
+            elif others:
+                listed = ", ".join(f"{i} ({n} place{'' if n == 1 else 's'} not taken)" for i, n in others)
                 made += (
-                    f" **The votes this study's pairs still need give trials to {counts['places_left']} "
+                    f" **The votes this study's pairs still need give trials to {people} more "
+                    f"{'person' if people == 1 else 'people'} "
+                    f"at most, shared with its other open link{'s' if len(others) > 1 else ''} {listed}**: "
+                    f"ask the platforms for {people} in all, or whoever joins beyond them is turned away."
+                )
+            elif people < link["quota"]:
+                made += (
+                    f" **The votes this study's pairs still need give trials to {people} "
                     f"more people at most, fewer than the link's {link['quota']} places**: ask the platform "
-                    f"for {counts['places_left']}, or whoever joins beyond them is turned away."
+                    f"for {people}, or whoever joins beyond them is turned away."
                 )
             return self.named(url=url, links=_link_rows(db), make_note=made)
         except (AnnotationError, ValueError) as error:

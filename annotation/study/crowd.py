@@ -426,6 +426,24 @@ def list_links(db: sqlite_utils.Database) -> list[dict]:
     ]
 
 
+def other_open_links(
+    db: sqlite_utils.Database, link: Mapping, *, now: dt.datetime | None = None
+) -> list[tuple[int, int]]:
+    """``(link id, places not taken)`` of the other links of `link`'s study that take people
+    now (not closed, not ended, a place free), oldest first: the study's remaining votes are
+    shared by all of them (outside probe 229: each link's note said "ask the platform for
+    4" of a study that takes 4 in all)."""
+    return [
+        (row[0], row[1])
+        for row in db.execute(
+            "select l.id, l.quota - (select count(*) from crowd_participants c where c.link_id = l.id "
+            "and c.status in ('active', 'completed')) as free from crowd_links l where l.study_id = ? "
+            "and l.id != ? and l.closed is null and l.ends > ? and free > 0 order by l.id",
+            [link["study_id"], link["id"], iso(utcnow() if now is None else now)],
+        )
+    ]
+
+
 def link_state(link: Mapping, *, now: dt.datetime | None = None) -> str:
     """Whether a link (a ``crowd_links`` or `list_links` row) takes new people, in words:
     "open until ...", "closed on ..." or "ended on ..." (`storage.shown_time`)."""
@@ -1489,7 +1507,9 @@ def external_ids(db: sqlite_utils.Database) -> pd.DataFrame:
 
 def live_counts(db: sqlite_utils.Database, link_id: int, *, now: dt.datetime | None = None) -> dict:
     """Started, each status, places left, why the link takes nobody now (``takes_nobody``:
-    `newcomer_refusal`, None while it takes people), median minutes of the completed and
+    `newcomer_refusal`, None while it takes people), how many more people the votes the
+    study's pairs still need give trials to (``study_people``, shared by every open link
+    of the study; 0 while the link takes nobody), median minutes of the completed and
     the attention failure rate (failed / answered checks; None before any), for a link.
 
     Places left are the link's places not taken, at most as many people as the votes the
@@ -1508,16 +1528,18 @@ def live_counts(db: sqlite_utils.Database, link_id: int, *, now: dt.datetime | N
     counts = {status: int((table["status"] == status).sum()) for status in STATUSES}
     answered = int(table["checks_passed"].sum() + table["checks_failed"].sum())
     completed = table.loc[table["status"] == "completed", "minutes"].tolist()
-    places = 0
+    places = study_people = 0
     if why is None:
         room = votes_left(db, link["study_id"], now=now)
         places = max(0, link["quota"] - counts["active"] - counts["completed"])
-        places = min(places, room.left // room.asked) if room.asked else places
+        study_people = room.left // room.asked if room.asked else places
+        places = min(places, study_people)
     return {
         "started": len(table),
         **counts,
         "places_left": places,
         "takes_nobody": why,
+        "study_people": study_people,
         "median_minutes": statistics.median(completed) if completed else None,
         "attention_failure_rate": None if not answered else int(table["checks_failed"].sum()) / answered,
     }

@@ -178,10 +178,10 @@ def get_model(key: str, registry: Mapping[str, ModelSpec] | None = None) -> Mode
     registry = load_registry() if registry is None else registry
     if key not in registry:
         # `--model a,b` read as one key (outside probe 228): --concepts and --cfg take lists.
-        listed = [part.strip() for part in key.split(",")] if isinstance(key, str) and "," in key else []
+        listed = [part.strip() for part in key.split(",") if part.strip()] if isinstance(key, str) else []
         hint = (
             f" (one model per --model: --model {' --model '.join(listed)})"
-            if listed and all(part in registry for part in listed)
+            if "," in str(key) and listed
             else ""
         )
         raise RegistryError(f"unknown model {key!r}{hint}; the registry has {sorted(registry)}")

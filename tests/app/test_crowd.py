@@ -160,6 +160,14 @@ def test_a_researcher_makes_follows_pays_and_closes_an_open_link(tmp_path):
         assert f"give trials to {people} more people at most, fewer than the link's 10000 places" in made
         [newest, _] = client.predict(admin, api_name="/admin_crowd_counts")[0]["data"]
         assert newest[SUMMARY_HEADERS.index("places_left")] == people
+        # A third link shares those people with the second (outside probe 229: each link's
+        # note said to ask the platform for all of them).
+        form[2] = 3
+        *_, made = client.predict(admin, *form, api_name="/crowd_make_link")
+        assert (
+            f"give trials to {people} more people at most, shared with its other open link 2 (10000 places "
+            f"not taken)**: ask the platforms for {people} in all" in made
+        )
     with pytest.raises(crowd.LinkClosed, match="this study link is closed"):
         _join(config, token, "pidC")
 

@@ -1125,6 +1125,7 @@ def test_the_payment_table_of_a_small_crowd_row_by_row(setup):
         # 10 places less pid-a's, but the 40 votes left give 9 model trials each to 4 people.
         "places_left": 4,
         "takes_nobody": None,
+        "study_people": 4,
         "median_minutes": 21.0,
         "attention_failure_rate": 1 / (2 + checks_c),
     }

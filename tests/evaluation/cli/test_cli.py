@@ -230,6 +230,11 @@ def test_generating_again_resumes_and_redoes_nothing(tmp_path, models, capsys):
             "unknown model 'tiny-random,tiny-random-b' (one model per --model: --model tiny-random "
             "--model tiny-random-b); the registry has [",
         ),
+        (  # one of them unknown too: the hint, and the registry names which are known
+            ["generate", "--run", "r", "--model", "tiny-random,nosuch,"],
+            "unknown model 'tiny-random,nosuch,' (one model per --model: --model tiny-random --model "
+            "nosuch); the registry has [",
+        ),
         (
             ["generate", "--run", "r", "--model", "tiny-random", "--concepts", "unicorn"],
             "--concepts names unknown concepts ['unicorn']",
