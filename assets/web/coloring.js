@@ -205,7 +205,7 @@ async function restoreWork(taskId) {
     if (source === saved) {
       S.edit = Number(saved.edit) || 0;
       history = await restoreHistory(taskId, S.edit);
-      // The tool of the last edit is in hand again: an eraser came back as the fill, and the
+      // The tool in hand when the work was last saved comes back: an eraser came back as the fill, and the
       // next click filled (outside probe 227).
       if (KEPT_TOOLS.includes(saved.tool)) setTool(saved.tool);
     }
