@@ -677,6 +677,7 @@ def newcomer_refusal(
     person: int | None = None,
     *,
     exact: bool = True,
+    room: Room | None = None,
 ) -> str | None:
     """Why `link` turns a newcomer away now, in the words they read, or None when it lets
     one in. Reads only: people whose time ran out count as in until `expire_overdue` (a
@@ -686,7 +687,8 @@ def newcomer_refusal(
     study could take nobody more showed places left (outside probe 225). They leave out,
     with `exact` False, the one check that is a maximum flow over every pair each person
     in may still judge (`everyone_fits`: 1.8 s for 50 people on 26,838 pairs), which the
-    counts would run every few seconds for every link; a join runs it.
+    counts would run every few seconds for every link; a join runs it. `room`: the study's
+    `votes_left` for `person`, where the caller has read it already.
     """
     now = utcnow() if now is None else now
     if link["closed"]:
@@ -704,7 +706,7 @@ def newcomer_refusal(
         return "this study is full: " + (
             "its one place is taken" if link["quota"] == 1 else f"all {link['quota']} places are taken"
         )
-    room = votes_left(db, link["study_id"], now=now, person=person)
+    room = votes_left(db, link["study_id"], now=now, person=person) if room is None else room
     pairs = open_pairs(db, link["study_id"], now=now, person=person)
     if (
         exact
@@ -1522,15 +1524,16 @@ def live_counts(db: sqlite_utils.Database, link_id: int, *, now: dt.datetime | N
     now = utcnow() if now is None else now
     link = get_link(db, link_id)
     table = payment_rows(db, link_id, now=now)  # times out whoever ran out of time first
+    room = None
     if not link["closed"] and link["ends"] > iso(now):
         expire_overdue(db, now=now, study_id=link["study_id"])  # as a newcomer's join does
-    why = newcomer_refusal(db, link, now, exact=False)
+        room = votes_left(db, link["study_id"], now=now)
+    why = newcomer_refusal(db, link, now, exact=False, room=room)
     counts = {status: int((table["status"] == status).sum()) for status in STATUSES}
     answered = int(table["checks_passed"].sum() + table["checks_failed"].sum())
     completed = table.loc[table["status"] == "completed", "minutes"].tolist()
     places = study_people = 0
     if why is None:
-        room = votes_left(db, link["study_id"], now=now)
         places = max(0, link["quota"] - counts["active"] - counts["completed"])
         study_people = room.left // room.asked if room.asked else places
         places = min(places, study_people)
