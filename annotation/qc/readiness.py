@@ -190,13 +190,7 @@ def readiness(db: sqlite_utils.Database, min_colorings: int = MIN_COLORINGS) -> 
     named = [(key, counts.get(key, 0)) for key in pilot] if pilot else list(counts.items())
     named.sort(key=lambda item: (max(0, min_colorings - item[1]), item[0]))
     in_vote = frozenset(concepts_in_vote(db))
-    voting = frozenset(
-        key
-        for (key,) in db.execute(
-            "select distinct c.concept_key from reviews r join colorings c on c.id = r.coloring_id "
-            "where r.status = 'open'"
-        )
-    )
+    voting = frozenset(concepts_in_vote(db, open_only=True))
     outside = [n for key, n in counts.items() if key not in in_vote]
     reviews = db.execute(
         "select coalesce(sum(status = 'open'), 0), coalesce(sum(status = 'decided'), 0), "

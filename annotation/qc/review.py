@@ -473,11 +473,17 @@ def open_review_queue(
         )
 
 
-def concepts_in_vote(db: sqlite_utils.Database, opened_at: dt.datetime | None = None) -> list[str]:
+def concepts_in_vote(
+    db: sqlite_utils.Database, opened_at: dt.datetime | None = None, *, open_only: bool = False
+) -> list[str]:
     """The concepts with a coloring under the blind vote or decided by it, sorted; with
     `opened_at` (the `now` given to `open_review_queue`), those whose colorings got their
-    review then: what that opening of the queue put to the vote."""
-    where, params = ("where r.created = ? ", [iso(opened_at)]) if opened_at is not None else ("", [])
+    review then: what that opening of the queue put to the vote; with `open_only`, those
+    with a review still open (their vote goes on)."""
+    conditions = [("r.created = ?", iso(opened_at))] if opened_at is not None else []
+    conditions += [("r.status = ?", "open")] if open_only else []
+    where = f"where {' and '.join(c for c, _ in conditions)} " if conditions else ""
+    params = [value for _, value in conditions]
     return [
         row["concept_key"]
         for row in db.query(
