@@ -338,8 +338,14 @@ def check_before_storing(
     from evaluation.pipeline.ray_preflight import preflight
 
     cluster_of(executor)
+    preflight(_for_workers(data_dir), config, segmenter)
+
+
+def _for_workers(data_dir):
+    """`data_dir` as Ray workers, whose working folder differs, find it: a URI as it is, a
+    path made absolute."""
     data_dir = location(data_dir)
-    preflight(data_dir if is_uri(data_dir) else data_dir.resolve(), config, segmenter)
+    return data_dir if is_uri(data_dir) else data_dir.resolve()
 
 
 def _build_tiny_pipelines(work: GenerationWork) -> None:
@@ -400,7 +406,7 @@ def run_pipeline(
     cluster = cluster_of(executor)
     with job_lease(db, run), ray_connection_held(cluster):
         if cluster is not None:
-            data_dir = data_dir if is_uri(data_dir) else data_dir.resolve()  # workers' cwd differs
+            data_dir = _for_workers(data_dir)
             from evaluation.pipeline.ray_preflight import preflight
 
             needs_masks = runs.pending_items(db, run, "generate") or runs.pending_items(db, run, "segment")
