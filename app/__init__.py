@@ -155,11 +155,43 @@ def _close_with(demo: gr.Blocks, ctx: AppContext) -> None:
 
     def close(verbose: bool = True) -> None:
         try:
+            _stop_on_the_servers_loop(demo)
             gradio_close(verbose)
         finally:
             ctx.close()
 
     demo.close = close
+
+
+def _stop_on_the_servers_loop(demo: gr.Blocks) -> None:
+    """Set the server's stop event on the server's own event loop, and wait for it.
+
+    Gradio's close sets that `asyncio.Event` from the calling thread, iterating its waiters
+    there while the loop may add or drop one (a page's heartbeat opening or ending): it
+    raised "deque mutated during iteration" at a test's close (CI). Set here first, the
+    event has no waiter left for Gradio's own ``set()`` to go through. Nothing to do for an
+    app that is not serving.
+    """
+    servers = getattr(getattr(demo, "server", None), "servers", None) or []
+    apps = (getattr(demo, "app", None), getattr(demo, "server_app", None))
+    events = {id(e): e for e in (getattr(a, "stop_event", None) for a in apps) if e is not None}
+    if not servers or not events or not demo.is_running:
+        return
+    loop = servers[0].get_loop()
+    done = threading.Event()
+
+    def set_events() -> None:
+        for event in events.values():
+            event.set()
+        done.set()
+
+    try:
+        loop.call_soon_threadsafe(set_events)
+    except RuntimeError:  # the loop has closed: nothing waits on the events any more
+        return
+    # A bound, not a measured time: only a handler blocking the loop delays it, and Gradio's
+    # own close follows either way.
+    done.wait(timeout=30)
 
 
 def check_secrets(config: AppConfig) -> tuple[list[Path], list[Path]]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import threading
 
@@ -101,3 +102,30 @@ def test_closing_an_app_never_launched_stops_its_refresher_inside_its_wait(tmp_p
     demo.close()  # closing twice is harmless
     with pytest.raises(RuntimeError, match="closed"):
         ctx.start()
+
+
+def test_closing_while_pages_heartbeats_end_on_the_servers_loop_raises_nothing(tmp_path):
+    """Gradio's close set the server's stop event from the closing thread while the loop
+    dropped the waits of heartbeats that ended (pages closing): "deque mutated during
+    iteration" at a test's close in CI. 50,000 such waits end here during the close."""
+    with running_app(make_config(tmp_path, workers=1)) as (client, demo):
+        loop = demo.server.servers[0].get_loop()
+        event = demo.app.stop_event
+        waiting = threading.Event()
+
+        async def heartbeats_ending() -> int:
+            waits = [asyncio.create_task(event.wait()) for _ in range(50_000)]
+            await asyncio.sleep(0)
+            waiting.set()
+            for n, wait in enumerate(waits):
+                wait.cancel()
+                if n % 20 == 0:
+                    await asyncio.sleep(0)
+            return len(waits)
+
+        ending = asyncio.run_coroutine_threadsafe(heartbeats_ending(), loop)
+        assert waiting.wait(timeout=60)
+        demo.close()
+        assert event.is_set() and not demo.is_running
+        assert ending.result(timeout=60) == 50_000
+        _close_client(client)
