@@ -80,23 +80,36 @@ _CONSENT_HIDDEN = (gr.Column(visible=False), gr.skip(), gr.skip())
 SIDES_ROW = "participant-sides"
 """The class of a row of three: the ground truth's part, then the left's, then the right's."""
 # A row of `SIDES_ROW` is laid out from the right and wraps upwards, the right's part first: too
-# narrow for three, it shows the ground truth's part alone over left | right, and too narrow
-# for two, one column (ground truth, left, right). A plain row wrapped as ground truth | left
+# narrow for three, it shows the ground truth's part alone over left | right (on a phone held
+# upright too, at half width each: `PHONE_MAX_PX`). A plain row wrapped as ground truth | left
 # over right: a phone in landscape showed "Left" on the right half, "Right" under it. What a
 # screen reader reads, and the Tab order, follow the document: ground truth, left, right. A
 # row of unequal heights keeps its parts at their tops (its "flex-start" is now the bottom).
+HEADING = "participant-heading"
+"""The class of the charts' headings: on a phone they are read out but take no room (each chart
+has its title)."""
+PHONE_MAX_PX = 640
+"""Up to this width (a phone held upright) left and right stand side by side at half width
+each under the ground truth, so that the three charts and the answers fit one screen (stacked,
+they took 1,100 px and no scroll position showed a chart beside an answer: outside probe 230)."""
 CSS = f"""
 .row.{SIDES_ROW} {{ flex-direction: row-reverse; flex-wrap: wrap-reverse; }}
 .row.{SIDES_ROW} > :first-child {{ order: 1; }}
 .row.{SIDES_ROW} > :last-child {{ order: -1; }}
 .row.{SIDES_ROW}.unequal-height {{ align-items: start; }}
+@media (max-width: {PHONE_MAX_PX}px) {{
+  .row.{SIDES_ROW} > .column {{ min-width: 0 !important; flex: 1 1 40% !important; }}
+  .row.{SIDES_ROW} > :first-child {{ flex-basis: 100% !important; }}
+  .{HEADING} {{ position: absolute !important; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); }}
+  .row.{SIDES_ROW} button {{ padding: 6px 8px !important; }}
+}}
 """
 
 INSTRUCTIONS = """\
 ## Which model matches people's colors better?
 
 First you see the **human ground truth** for a concept: how people colored or rated it,
-as a bar chart over 71 colors; beside it two models' results, **left** and **right**, each
+as a bar chart over 71 colors; with it two models' results, **left** and **right**, each
 as its own color chart. **Each chart has its own vertical scale**, so that small bars
 still show: compare where the colors are and their proportions, not the bars' heights
 across charts. Under the charts: when the ground truth comes from designers' colorings,
@@ -107,14 +120,15 @@ and each model's images.
   truth's chart better.
 - **Ignore composition, aesthetic appeal and generation artefacts.** The images are
   there for reference only.
-- Answer with the buttons or the keys **← or 1** (left) and **→ or 2** (right).
+- Answer with the buttons (tap them on a phone), or on a keyboard with the keys **← or 1**
+  (left) and **→ or 2** (right).
 - Some studies mix in attention checks: there one side is the ground truth itself.
 """
 
 CROWD_INSTRUCTIONS = """\
 **How it works.** Each trial shows the human ground truth's color chart and two models'
 charts, left and right. Pick the side whose colors match the ground truth better, with the
-buttons or the keys **← or 1** and **→ or 2**; judge the colors only, not the images. Some
+buttons (or, on a keyboard, the keys **← or 1** and **→ or 2**); judge the colors only, not the images. Some
 trials may check attention. When you are done you get your completion code and are sent back to
 the platform. Full instructions are at the top of this tab.
 """
@@ -596,7 +610,7 @@ def _layout() -> dict:
     with gr.Row(equal_height=True, elem_classes=[SIDES_ROW]):
         for side, heading in (("truth", "Human ground truth"), *((s, s.capitalize()) for s in judging.SIDES)):
             with gr.Column(min_width=300):
-                gr.Markdown(f"### {heading}")
+                gr.Markdown(f"### {heading}", elem_classes=[HEADING])
                 label = "Ground truth distribution" if side == "truth" else f"{heading} distribution"
                 parts[f"{side}_chart"] = gr.Plot(
                     label=label, elem_id=f"participant_{side}_plot", elem_classes=[CHART_WAIT]
