@@ -1362,8 +1362,11 @@ def _checks(db, annotator_id: int) -> tuple[int, int]:
     return passed, failed
 
 
-def payment_rows(db: sqlite_utils.Database, link_id: int, *, now: dt.datetime | None = None) -> pd.DataFrame:
-    """The approval table of a link: one row per external id, in joining order.
+def payment_rows(
+    db: sqlite_utils.Database, link_id: int, *, now: dt.datetime | None = None, exact: bool = False
+) -> pd.DataFrame:
+    """The approval table of a link: one row per external id, in joining order (``minutes``
+    unrounded with `exact`, for statistics over them).
 
     Returns
     -------
@@ -1399,11 +1402,8 @@ def payment_rows(db: sqlite_utils.Database, link_id: int, *, now: dt.datetime | 
             "session_id": session or "",
             "started": earlier.get(annotator_id, (started, 0.0))[0],
             "finished": finished or "",
-            "minutes": round(
-                ((parse_iso(finished) if finished else now) - parse_iso(started)).total_seconds() / 60
-                + earlier.get(annotator_id, (started, 0.0))[1],
-                1,
-            ),
+            "minutes": ((parse_iso(finished) if finished else now) - parse_iso(started)).total_seconds() / 60
+            + earlier.get(annotator_id, (started, 0.0))[1],
             "trials": trials,
             "checks_passed": passed,
             "checks_failed": failed,
@@ -1411,6 +1411,9 @@ def payment_rows(db: sqlite_utils.Database, link_id: int, *, now: dt.datetime | 
         }
         for annotator_id, pid, pseudonym, status, study, session, started, finished, trials, passed, failed in rows
     ]
+    if not exact:
+        for record in records:
+            record["minutes"] = round(record["minutes"], 1)
     return pd.DataFrame(records, columns=list(PAYMENT_COLUMNS))
 
 
@@ -1523,7 +1526,7 @@ def live_counts(db: sqlite_utils.Database, link_id: int, *, now: dt.datetime | N
     """
     now = utcnow() if now is None else now
     link = get_link(db, link_id)
-    table = payment_rows(db, link_id, now=now)  # times out whoever ran out of time first
+    table = payment_rows(db, link_id, now=now, exact=True)  # times out whoever ran out of time first
     room = None
     if not link["closed"] and link["ends"] > iso(now):
         expire_overdue(db, now=now, study_id=link["study_id"])  # as a newcomer's join does

@@ -1129,6 +1129,19 @@ def test_the_payment_table_of_a_small_crowd_row_by_row(setup):
         "median_minutes": 21.0,
         "attention_failure_rate": 1 / (2 + checks_c),
     }
+    # The median is of the minutes as spent, not of the table's tenths (0.2 was said for a
+    # median of 0.1455: outside probe 232).
+    with db.conn:
+        db.execute(
+            "update crowd_participants set finished = ? where external_id = 'pid-a'",
+            [iso(T0 + dt.timedelta(minutes=1, seconds=3.6))],
+        )
+    later = T0 + dt.timedelta(minutes=2)
+    assert (
+        crowd.payment_rows(db, link["id"], now=later).set_index("participant_id").at["pid-a", "minutes"]
+        == 21.1
+    )
+    assert crowd.live_counts(db, link["id"], now=later)["median_minutes"] == pytest.approx(21.06)
     # the timed-out and returned people's reservations went back to the pool
     for pid in ("pid-c", "pid-d"):
         assert not list(
