@@ -104,6 +104,10 @@ _TOKEN = ("session_token",)
 # coverage also when invite links were made.
 _OPENED = ("tab.select", "refresh.click")
 _OPENED_OR_INVITED = (*_OPENED, "invites.change")
+# And after an account is closed, reopened or its colorings withdrawn (the table still said
+# "active", the coverage counted the withdrawn colorings, until *Refresh lists*: outside probe
+# 232); the message is what each of those presses sets.
+_PEOPLE_CHANGED = (*_OPENED_OR_INVITED, "revoke_message.change")
 PILOT = ("pilot_message", "coverage")
 """A pilot action's outputs: its message, and the coverage, which names the pilot's concepts
 and what they still need."""
@@ -139,14 +143,14 @@ EVENTS = (
         "admin_review_practice",
     ),
     On(
-        _OPENED_OR_INVITED,
+        _PEOPLE_CHANGED,
         "list_annotators",
         _TOKEN,
         ("annotators",),
         "refresh_note",
         "admin_list_annotators",
     ),
-    On(_OPENED_OR_INVITED, "coverage", _TOKEN, ("coverage",), "refresh_note", "admin_coverage"),
+    On(_PEOPLE_CHANGED, "coverage", _TOKEN, ("coverage",), "refresh_note", "admin_coverage"),
     On(
         "revoke.click",
         "revoke",

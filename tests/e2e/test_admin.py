@@ -245,7 +245,7 @@ def test_the_admin_withdraws_a_designers_colorings_and_no_count_holds_them(live_
         "No ground truth, leaderboard or new study counts them from now on (votes experts cast on them "
         "before stay in the agreement statistics, which measure the experts); their account stays open (close it too if they leave the study)."
     )
-    page.get_by_role("button", name="Refresh lists").click()
+    # The coverage follows without *Refresh lists* (outside probe 232).
     expect(coverage).to_contain_text("1 submitted, 0 accepted, 0 recolor requested, 0 excluded, 2 withdrawn")
     statuses = {r["id"]: r["status"] for r in live_app.query("select id, status from colorings")}
     assert statuses == {withdrawn[0]: "withdrawn", withdrawn[1]: "withdrawn", kept: "submitted"}
@@ -282,8 +282,8 @@ def test_the_admin_withdraws_a_designers_colorings_and_no_count_holds_them(live_
         "No ground truth, leaderboard or new study counts them from now on (votes experts cast on them "
         "before stay in the agreement statistics, which measure the experts); their account is closed already."
     )
-    # The people table says "closed", as the buttons do (outside probe 221 read `revoked`).
-    page.get_by_role("button", name="Refresh lists").click()
+    # The people table says "closed", as the buttons do (outside probe 221 read `revoked`), with
+    # no *Refresh lists* (it said "active" until then: outside probe 232).
     expect(page.locator("#admin_annotators")).to_contain_text("closed")
     [row] = [r for r in table_rows(page, "admin_annotators") if r[1] == person["pseudonym"]]
     assert row[4] == "closed"
