@@ -163,14 +163,22 @@ class LeaderboardTab(Tab):
             api_name="leaderboard_show",
         )
 
-    def show(self, db, choice: SourceChoice, result, state: str, asked: Resampling | None = None) -> dict:
+    def show(
+        self, db, choice: SourceChoice, result, state: str, asked: Resampling | None = None, *, colorings: int
+    ) -> dict:
         """The view of `result` (`first_look`'s `state`); `asked`: the intervals being drawn
-        when `result` has none yet."""
+        when `result` has none yet; `colorings`: the P_H replicates per concept asked for."""
         figs = analysis_figures(result)  # Figure 4 says why it is empty (NO_SHIFTS)
         scales = ", ".join(f"{escape(m)} at {v:g}" for m, v in result.cfg.items())
-        pooled = "Tables 1-2: each concept averaged over its scales; shifts: " if result.pooled else ""
+        scales = (
+            "Tables 1-2: each concept averaged over its guidance scales; the shifts (Tables 6-8, Figure 4) "
+            f"at the recommended guidance scale per model: {scales}."
+            if result.pooled
+            else f"Guidance scale per model: {scales}."
+        )
         earlier = EARLIER if state == "earlier" else ""
         evaluated = evaluated_concepts(db)
+        unused = _unused_replicates(choice.source, result, colorings)
         note = (
             "  \n".join(
                 escape(line)
@@ -180,14 +188,15 @@ class LeaderboardTab(Tab):
                     human.describe(db, choice.source),
                     lacking_note(db, choice.source, evaluated),
                     thin_note(db, choice.source, evaluated),
+                    unused,
                 )
                 if line
             )
-            + f"  \n{pooled}Guidance scale per model: {scales}."
+            + f"  \n{scales}"
         )
         # Each table says its scales itself: a refused change of settings replaces the note
         # (where the refusal shows) and leaves the tables as they were.
-        legend = f"{LEGEND}<p>{pooled}Guidance scale per model: {scales}.</p>"
+        legend = f"{LEGEND}<p>{scales}</p>"
         if result.resampling is None:
             tables = [_point_table(t) for t in (result.table6, result.table7, result.table8)]
             intervals = _drawing(result, asked, choice.source) if asked is not None else ""
@@ -222,8 +231,8 @@ class LeaderboardTab(Tab):
     ) -> dict:
         """Tables 1, 2, 6-8 and Figures 4 and 5 against the human `source`, with
         bootstrap intervals and the significance of each ranking (10th output)."""
-        choice, result = self._analyses(db, source, cfg, aggregate, resamples, seed, colorings)
-        return self.show(db, choice, result, "current")
+        choice, settings, result = self._analyses(db, source, cfg, aggregate, resamples, seed, colorings)
+        return self.show(db, choice, result, "current", colorings=settings.colorings)
 
     @role(*ROLES, "admin")
     def first_look(
@@ -262,8 +271,11 @@ class LeaderboardTab(Tab):
         """After `first_look`: the view brought up to date, when it was not already."""
         if not pending:
             return {self.parts["pending"]: False}
-        choice, result = self._analyses(db, source, cfg, aggregate, resamples, seed, colorings)
-        return {**self.show(db, choice, result, "current"), self.parts["pending"]: False}
+        choice, settings, result = self._analyses(db, source, cfg, aggregate, resamples, seed, colorings)
+        return {
+            **self.show(db, choice, result, "current", colorings=settings.colorings),
+            self.parts["pending"]: False,
+        }
 
     @role(*ROLES, "admin")
     def robustness(self, db, actor, source: str, sample: str, seed: str) -> dict:
@@ -300,7 +312,7 @@ class LeaderboardTab(Tab):
         self, db, actor, source: str, cfg: str, aggregate: str, resamples: str, seed: str, colorings: str
     ) -> dict:
         """Every table as CSV and every figure as HTML, under the data folder's exports/."""
-        choice, result = self._analyses(db, source, cfg, aggregate, resamples, seed, colorings)
+        choice, _, result = self._analyses(db, source, cfg, aggregate, resamples, seed, colorings)
         paths = export_analyses(
             result,
             analysis_figures(result),
@@ -315,21 +327,27 @@ class LeaderboardTab(Tab):
         result, state = self.ctx.leaderboards.first_look(
             db, self.concepts, choice.source, cfg=cfg or RECOMMENDED, aggregate=aggregate, resampling=settings
         )
-        return {**self.show(db, choice, result, state, settings), self.parts["pending"]: state != "current"}
+        shown = self.show(db, choice, result, state, settings, colorings=settings.colorings)
+        return {**shown, self.parts["pending"]: state != "current"}
 
     def _analyses(self, db, source, cfg, aggregate, resamples, seed, colorings) -> tuple:
-        """The chosen human source (`_source`) and the whole analyses against it."""
+        """The chosen human source (`_source`), the whole analyses against it and the
+        resampling asked for."""
         _check_cfg(cfg)
         choice, settings = _source(db, source), resampling(resamples, seed, colorings)
         # The app's cache, kept fresh by its refresher (`AppContext.start`).
-        return choice, leaderboard_analyses(
-            db,
-            self.concepts,
-            choice.source,
-            cfg=cfg or RECOMMENDED,
-            aggregate=aggregate,
-            resampling=settings,
-            cache=self.ctx.leaderboards,
+        return (
+            choice,
+            settings,
+            leaderboard_analyses(
+                db,
+                self.concepts,
+                choice.source,
+                cfg=cfg or RECOMMENDED,
+                aggregate=aggregate,
+                resampling=settings,
+                cache=self.ctx.leaderboards,
+            ),
         )
 
 
@@ -472,6 +490,19 @@ def _drawing(result, asked: Resampling, source: str) -> str:
             f"each: {asked.colorings * rescored:,} EMD solves for {counted(rescored, 'model distribution')}."
         )
     return line
+
+
+def _unused_replicates(source: str, result, colorings: int) -> str:
+    """Why the `colorings` P_H replicates per concept asked for are not drawn, or ``""``:
+    against a reference set they were accepted and silently did nothing (outside probe 231)."""
+    if not colorings:
+        return ""
+    asked = f"P_H replicates per concept: none drawn ({colorings} asked):"
+    if source != human.DESIGNERS:
+        return f"{asked} {source!r} is a reference set, with no colorings to resample."
+    if result.pooled:
+        return f"{asked} they rescore Tables 1-2 at one guidance scale per model, not averaged over scales."
+    return ""
 
 
 #: The line the note gains when the kept result predates the latest change.

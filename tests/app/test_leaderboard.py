@@ -1,5 +1,6 @@
 """The Leaderboards tab through gradio_client: tables, figures and exports against the stored metrics."""
 
+import html
 import warnings
 from pathlib import Path
 
@@ -62,6 +63,20 @@ def test_leaderboards_figures_and_exports_match_the_stored_metrics(tmp_path):
         files = client.predict(
             researcher, "lab", "recommended", "ratio_of_means", *BOOT, api_name="/leaderboard_export"
         )
+        pooled_note, pooled_table1, *_ = client.predict(
+            researcher, "lab", "mean", "ratio_of_means", "200", "3", "2", api_name="/leaderboard_show"
+        )
+    # With every scale averaged, the note says which scale the other views take in a sentence
+    # (it read "…its scales; shifts: Guidance scale per model: …": outside probe 231).
+    pooled = (
+        "Tables 1-2: each concept averaged over its guidance scales; the shifts (Tables 6-8, Figure 4) "
+        "at the recommended guidance scale per model: m-grey at 4, m-red at 4."
+    )
+    assert pooled in pooled_note and f"<p>{pooled}</p>" in pooled_table1
+    # P_H replicates asked against a reference set are said to be unused (they were accepted
+    # and silently did nothing: outside probe 231); none asked, no line.
+    unused = "P_H replicates per concept: none drawn (2 asked): 'lab' is a reference set, with no colorings to resample."
+    assert html.escape(unused) in pooled_note and "P_H replicates" not in note
     assert (
         "Guidance scale per model: m-grey at 4, m-red at 4." in note
         and "four concepts rated by our lab" in note
