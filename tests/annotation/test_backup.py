@@ -1345,6 +1345,118 @@ def test_a_restore_keeps_the_colorings_withdrawn_after_the_backup_withdrawn(tmp_
     db.close()
 
 
+def test_a_restore_keeps_the_audit_rows_of_the_denials_it_carries_once_each(tmp_path):
+    """Who asked and why: the withdrawal's, the closure's and the erasure's audit rows made
+    after the backup stayed only in the kept copy, which the README says to delete (outside
+    tester); the restore carries each once, with the denial, however often it is repeated."""
+    import datetime as dt
+
+    from annotation.coloring.withdrawal import withdraw_colorings
+    from annotation.people import accounts, passwords
+    from annotation.study import crowd
+    from annotation.study import design as study
+    from tests.qc_data import ADMIN
+    from tests.study_data import populate, sources, truth_source
+
+    db, data = _store(tmp_path)
+    path = data / "colorconcept.sqlite"
+    leaving, closing, staying = people(db, 3, "designer")
+    add_coloring(db, data, leaving, "apple", (200, 20, 30))
+    add_coloring(db, data, staying, "apple", (30, 160, 40))
+    passwords.set_admin_password(db, "the-old-admin-password")
+    truths, _ = populate(db, data, 6, np.random.default_rng(0))
+    study_id = study.create_study(db, "crowd", sources(), truth_source(data, truths), seed=1, n_concepts=3)
+    study.open_study(db, study_id, ADMIN)
+    codes = {"completion_code": "C0MPLETE", "screenout_code": "SCREEN-1", "quota": 10, "minutes": 30}
+    _, token = crowd.create_link(db, study_id, ADMIN, **codes)
+    other_link, _ = crowd.create_link(db, study_id, ADMIN, **codes)
+    query = {"PROLIFIC_PID": "PIDerase1", "STUDY_ID": "S1", "SESSION_ID": "sess-PIDerase1"}
+    erased = crowd.join(db, token, query, address="1.2.3.4").session
+    backup.backup(db, data, tmp_path / "backup")
+    # After the backup, three requests, each with its own reason (and a link closed and a
+    # new admin password, whose rows go with them too).
+    withdraw_colorings(db, leaving, ADMIN, "withdrawn: her e-mail of 3 March")
+    accounts.revoke_annotator(db, closing, ADMIN, "closed: left the lab on 4 March")
+    pseudonym = db["annotators"].get(erased.annotator_id)["pseudonym"]
+    crowd.erase_platform_ids(db, pseudonym, ADMIN, "erased: their message of 5 March")
+    crowd.close_link(db, other_link["id"], ADMIN)
+    passwords.set_admin_password(db, "the-new-admin-password", now=storage.utcnow() + dt.timedelta(seconds=1))
+    actions = ("withdraw_colorings", "revoke_annotator", "erase_platform_ids", "close_crowd_link")
+    audited = (
+        "select created, actor, action, object_type, object_id, why, details from audit where action in "
+    )
+    denied = db.execute(f"{audited} (?, ?, ?, ?, 'set_admin_password') order by id", actions).fetchall()
+    assert [(r[1], r[2], r[4], r[5]) for r in denied if r[2] in actions] == [
+        ("admin", "withdraw_colorings", str(leaving), "withdrawn: her e-mail of 3 March"),
+        ("admin", "revoke_annotator", str(closing), "closed: left the lab on 4 March"),
+        ("admin", "revoke_annotator", str(erased.annotator_id), "erased: their message of 5 March"),
+        ("admin", "erase_platform_ids", str(erased.annotator_id), "erased: their message of 5 March"),
+        ("admin", "close_crowd_link", str(other_link["id"]), ""),
+    ]
+    db.close()
+
+    for _ in range(2):  # restored again: the replaced database and the kept copy both hold each row
+        kept = backup.restore(tmp_path / "backup", path, data)["kept"]
+        assert len(kept) == 7, kept  # sessions, links, accounts, study links, ids, colorings, password
+        conn = storage.read_only(path)
+        try:
+            # The backup's own set_admin_password row, and each row made after it, once.
+            found = conn.execute(
+                f"{audited} (?, ?, ?, ?, 'set_admin_password') order by id", actions
+            ).fetchall()
+            [summary] = conn.execute(
+                "select actor, details from audit where action = 'restore_kept_denials' order by id desc limit 1"
+            ).fetchall()
+        finally:
+            conn.close()
+        assert sorted(found) == sorted(denied)
+        assert summary == ("system", json.dumps({"kept": kept}, sort_keys=True))
+    # A refused restore writes nothing: a second name of the database refuses it.
+    before = _rows(path)
+    os.link(path, tmp_path / "second-name.sqlite")
+    with pytest.raises(backup.BackupError, match=r"has 2 names \(hard links\)"):
+        backup.restore(tmp_path / "backup", path, data)
+    assert _rows(path) == before
+
+
+def test_a_restore_carries_the_audit_row_of_each_denial_in_force_and_no_other(tmp_path):
+    """Of an account closed, reopened and closed again after the backup, the closure in force;
+    of one reopened since, none (its closure is not carried); of a designer withdrawn twice,
+    the first withdrawal, whose colorings the backup holds (the second's were made after it)."""
+    from annotation.coloring.withdrawal import withdraw_colorings
+    from annotation.people import accounts
+    from tests.qc_data import ADMIN
+
+    db, data = _store(tmp_path)
+    path = data / "colorconcept.sqlite"
+    twice, reopened, designer = people(db, 3, "designer")
+    add_coloring(db, data, designer, "apple", (200, 20, 30))
+    backup.backup(db, data, tmp_path / "backup")
+    accounts.revoke_annotator(db, twice, ADMIN, "first closure")
+    accounts.reopen_annotator(db, twice, ADMIN, "closed by mistake")
+    accounts.revoke_annotator(db, twice, ADMIN, "second closure")
+    accounts.revoke_annotator(db, reopened, ADMIN, "a closure undone")
+    accounts.reopen_annotator(db, reopened, ADMIN, "back after a break")
+    withdraw_colorings(db, designer, ADMIN, "first request")
+    add_coloring(db, data, designer, "apple", (20, 20, 200))
+    withdraw_colorings(db, designer, ADMIN, "second request")
+    db.close()
+
+    backup.restore(tmp_path / "backup", path, data)
+    conn = storage.read_only(path)
+    try:
+        rows = conn.execute(
+            "select action, object_id, why from audit where action != 'restore_kept_denials' order by id"
+        ).fetchall()
+    finally:
+        conn.close()
+    assert rows == [
+        ("create_annotators", "designer", ""),
+        ("revoke_annotator", str(twice), "second closure"),
+        ("withdraw_colorings", str(designer), "first request"),
+    ]
+
+
 def test_a_withdrawal_carried_into_a_backup_of_an_earlier_schema_leaves_its_p_h_to_the_repair(
     tmp_path, monkeypatch
 ):
