@@ -634,7 +634,10 @@ def _ranking_section(colorings_per_concept: int) -> dict:
             "Open the vote queue for high-variance concepts", elem_id="expert_open"
         )
     with empty_note(
-        "No ranking yet: *Rank concepts* ranks the concepts that have the colorings needed.",
+        # Per page: "No ranking yet" read, to an expert voting on a queue another's ranking
+        # opened, as if there were none (outside probe 230).
+        "Not ranked on this page yet: *Rank concepts* ranks the concepts that have the colorings "
+        "needed. The blind vote (section 3) takes the reviews open already, whoever opened them.",
         "expert_ranking_empty",
     ):
         parts["ranking"] = named_table(

@@ -51,6 +51,11 @@ def test_expert_votes_on_the_most_suspicious_coloring_and_the_queue_moves(live_a
     [(expert, link)] = live_app.invite("expert")
     assert sign_in(page, link) == "E0006"
     open_tab(page, "Expert review")
+    # The ranking is this page's: the vote open already is not "no ranking" (outside probe 230).
+    expect(page.locator("#expert_ranking_empty")).to_contain_text(
+        "Not ranked on this page yet: Rank concepts ranks the concepts that have the colorings needed. "
+        "The blind vote (section 3) takes the reviews open already, whoever opened them."
+    )
     page.click("#expert_next")
     concept = page.locator("#expert_vote_concept")
     expect(concept).to_contain_text("forbidding castle")
