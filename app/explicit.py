@@ -186,17 +186,19 @@ class ExplicitTab(Tab):
 
     @role(*ROLES, "admin")
     def report(self, db, actor, run: str, scoring: str, system: str) -> dict:
-        """Table 4, coverage, Figures 2, 5 and 3, the confusion and the run's prompt list."""
-        report = views.explicit_report(db, _text(run), scoring=scoring, confusion_system=system or None)
+        """Table 4, coverage, Figures 2, 5 and 3, the confusion and the run's prompt list; of a
+        run not complete, first what they cover (`evaluation.explicit.standing.RunStanding.note`)."""
+        report = self._report(db, run, scoring, system)
         found, figs = report.tables, report.figures
         prompts = views.prompt_choices(db, report)
         coverage = found["coverage"]
+        unfinished = "" if report.complete else f"⚠️ {escape(report.standing.note())}  \n"
         if "table4" not in found:
             done = runs.run_progress(db, report.run)
             note = (
                 ALL_FAILED.format(run=escape(report.run), n=done.items, failure=escape(done.failure))
                 if done.items and done.failed == done.items
-                else NOTHING_SCORED.format(run=escape(report.run), scoring=escape(scoring))
+                else unfinished + NOTHING_SCORED.format(run=escape(report.run), scoring=escape(scoring))
             )
             return self.show(
                 note, prompts=prompts, coverage=_shown(coverage.reset_index(), not coverage.empty)
@@ -204,7 +206,7 @@ class ExplicitTab(Tab):
         models = sorted(set(found["bias"]["model"]))
         missing = [GROUPS_HELP[g] for g in ("basic", "modifier") if found[g].empty]
         return self.show(
-            f"Run **{escape(report.run)}**, {escape(scoring)} rules: {int(report.images['scored'].sum())} scored "
+            f"{unfinished}Run **{escape(report.run)}**, {escape(scoring)} rules: {int(report.images['scored'].sum())} scored "
             f"images in {', '.join(map(escape, report.systems))}; each system weighs the same in *all systems*.  \n"
             f"{_rules_in_words(scoring)}",
             prompts=prompts,
@@ -224,6 +226,13 @@ class ExplicitTab(Tab):
             pairs=_shown(views.confusion_pairs(found["confusion"]), not found["confusion"].empty),
         )
 
+    def _report(self, db, run: str, scoring: str, system: str) -> views.ExplicitReport:
+        """The run's report, with the state of its job on this server."""
+        name = _text(run)
+        return views.explicit_report(
+            db, name, scoring=scoring, confusion_system=system or None, job=self.ctx.jobs.state(name)
+        )
+
     @role(*ROLES, "admin")
     def bias(self, db, actor, run: str, scoring: str, model: str) -> dict:
         """Figure 3 of one model of the run: its top-10 dominant colors per category."""
@@ -232,8 +241,9 @@ class ExplicitTab(Tab):
 
     @role(*ROLES, "admin")
     def export(self, db, actor, run: str, scoring: str, system: str) -> dict:
-        """Every table as CSV and HTML and every figure as HTML, under exports/explicit/."""
-        report = views.explicit_report(db, _text(run), scoring=scoring, confusion_system=system or None)
+        """Every table as CSV and HTML and every figure as HTML, under exports/explicit/ (named
+        ``-unfinished`` and saying what they cover, of a run not complete)."""
+        report = self._report(db, run, scoring, system)
         if "table4" not in report.tables:
             raise ValueError(f"run {report.run!r} has no scored image yet: nothing to export")
         paths = views.export_report(report, exports_folder(self.ctx.config.data_dir, "explicit"))

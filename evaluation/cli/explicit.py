@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 
@@ -261,14 +262,15 @@ def main(args: argparse.Namespace) -> int:
     """Create or resume the run, generate its images, score them, print the tables."""
     import pandas as pd
 
+    from evaluation.explicit.standing import judged_coverage
     from evaluation.explicit.tables import (
         PERCENT_OF_IMAGES,
         accuracy_table,
         category_accuracy,
-        coverage_table,
         image_verdicts,
         write_csv,
     )
+    from evaluation.explicit.views import run_standing
     from evaluation.models.availability import missing_transformers_model, wrong_model_kind
     from evaluation.pipeline import runs
     from evaluation.pipeline.jobs import check_weights, job_lease, masking_of
@@ -308,11 +310,17 @@ def main(args: argparse.Namespace) -> int:
             done = _score(db, args, segmenter, device, stage_executor(args, "segment"))
     images = image_verdicts(runs.explicit_results(db, run=args.run), scoring=args.scoring)
     print(f"{done} new image(s) judged; {len(images)} in run {args.run!r}")
+    # A run left unfinished (images failed, or another process judging it) says what the
+    # tables cover, as the app's Explicit colors tab does.
+    standing = run_standing(db, args.run)
+    note = standing.note(resume=f"(python -m evaluation explicit --run {shlex.quote(args.run)})")
+    if note:
+        print(note)
     with pd.option_context(
         "display.width", 160, "display.max_columns", 20, "display.float_format", "{:.2f}".format
     ):
         print("images scored (the others failed the presence check or masking: they count as wrong):")
-        print(coverage_table(images).to_string())
+        print(judged_coverage(images, standing).to_string())
         print(f"accuracy (%) per task, {args.scoring} rules, color systems averaged:")
         table = accuracy_table(images)
         print(table.to_string())
@@ -321,5 +329,7 @@ def main(args: argparse.Namespace) -> int:
     if args.table is not None:
         # What its numbers are, as the printed heading says: a CSV alone did not.
         described = table.assign(unit=PERCENT_OF_IMAGES, rules=args.scoring, run=args.run)
+        if note:
+            described = described.assign(note=note)
         print(f"table written to {write_csv(described, args.table)}")
     return 0

@@ -2,7 +2,9 @@
 
 `explicit_report` gathers a run's tables (the paper's Table 4, Figures 2, 3 and 5, the
 "asked for X, got Y" confusion, the coverage) from `evaluation.explicit.tables` and their
-figures from `evaluation.explicit.figures`; `export_report` writes them as CSV and HTML;
+figures from `evaluation.explicit.figures`, with `run_standing`: how far the run has got (its
+job's state, its images judged per model), so that the tables of a run not complete say they
+cover its judged images alone; `export_report` writes them as CSV and HTML;
 `browser_view` gives the per-prompt browser its overlays, swatches and metric rows. Colors are
 named wherever they are shown with `evaluation.color.naming` (ISCC-NBS level 3 name and basic
 term). `explicit_robustness` asks whether the ranking of models survives the scoring rule set
@@ -16,6 +18,7 @@ Gradio.
 from __future__ import annotations
 
 import hashlib
+import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +35,7 @@ from evaluation.explicit import figures, tables
 from evaluation.explicit.browser import ImageView, prompt_view
 from evaluation.explicit.prompts import TASKS
 from evaluation.explicit.rules import DEFAULT_SCORING, SCORINGS, get_rules
+from evaluation.explicit.standing import RunStanding, judged_coverage, standing_of, systems_in_order
 from evaluation.pipeline import runs
 from evaluation.pipeline.fileio import write_atomic
 from evaluation.pipeline.overlay import overlay_mask
@@ -184,9 +188,7 @@ def table4(images: pd.DataFrame) -> pd.DataFrame:
 
 
 def _systems(images: pd.DataFrame) -> list[str]:
-    order = {key: i for i, key in enumerate(("iscc-nbs-l1", "iscc-nbs-l2", "iscc-nbs-l3", "css3"))}
-    present = images.loc[images["scored"].astype(bool), "system"].unique()
-    return sorted(present, key=lambda key: order.get(key, len(order)))
+    return systems_in_order(images.loc[images["scored"].astype(bool), "system"].unique())
 
 
 #: Table 4's first column as the tab shows it (`stacked_systems`).
@@ -233,6 +235,26 @@ def named_confusion(rows: list[dict], system: str, *, scoring: str = "paper") ->
     return table.rename_axis(index="asked for", columns="got")
 
 
+def run_standing(db: sqlite_utils.Database, run: str, *, job=None, owner: str | None = None) -> RunStanding:
+    """How far explicit run `run` has got, with its job's state as the Evaluate tab shows it.
+
+    Parameters
+    ----------
+    job : `evaluation.pipeline.jobs.JobState`, optional
+        The state of the run's job in this process (`JobManager.state`); None when there is
+        no job manager (the command line).
+    owner : str, optional
+        This process as a job's owner (default: `evaluation.pipeline.jobs.process_owner`): a
+        job of another process holding the run reads as ``running in another process``.
+
+    Raises
+    ------
+    NoExplicitRun
+        If `run` is not an explicit-color run.
+    """
+    return standing_of(db, check_run(db, run), job, owner)
+
+
 @dataclass(frozen=True)
 class ExplicitReport:
     """Every table of one explicit run under one rule set, with its figures.
@@ -247,11 +269,13 @@ class ExplicitReport:
     tables : dict of str to DataFrame
         ``table4`` (columns (system, task)), ``category`` (Figure 2), ``basic`` and
         ``modifier`` (Figure 5), ``bias`` (Figure 3, long), ``confusion`` (of `systems`' first),
-        ``coverage``; an empty frame where nothing is scored.
+        ``coverage`` (`judged_coverage`); an empty frame where nothing is scored.
     figures : dict of str to go.Figure
         ``category``, ``basic``, ``modifier``, ``confusion`` and ``bias <model>`` per model.
     systems : list of str
         Color systems with scored images.
+    standing : RunStanding or None
+        How far the run has got: the tables cover its judged images alone.
     """
 
     run: str
@@ -261,17 +285,31 @@ class ExplicitReport:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     figures: dict[str, go.Figure] = field(default_factory=dict)
     systems: list[str] = field(default_factory=list)
+    standing: RunStanding | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Whether the tables cover every image of the run (without a `standing`, assumed)."""
+        return self.standing is None or self.standing.complete
 
 
 def explicit_report(
-    db: sqlite_utils.Database, run: str, *, scoring: str = "paper", confusion_system: str | None = None
+    db: sqlite_utils.Database,
+    run: str,
+    *,
+    scoring: str = "paper",
+    confusion_system: str | None = None,
+    job=None,
 ) -> ExplicitReport:
-    """The tables and figures of explicit run `run` under rule set `scoring`.
+    """The tables and figures of explicit run `run` under rule set `scoring`, and how far the
+    run has got (`run_standing`): of an unfinished run they cover the judged images alone.
 
     Parameters
     ----------
     confusion_system : str, optional
         Color system of the confusion view (default: the first with scored images).
+    job : `evaluation.pipeline.jobs.JobState`, optional
+        The state of the run's job in this process (`run_standing`).
 
     Raises
     ------
@@ -284,13 +322,15 @@ def explicit_report(
     check_run(db, run)
     rows = runs.explicit_results(db, run=run, scoring=scoring)
     images = tables.image_verdicts(rows, scoring=scoring)
+    standing = standing_of(db, run, job)
+    coverage = judged_coverage(images, standing)
     systems = _systems(images)
     if confusion_system and confusion_system not in systems:
         raise ValueError(
             f"`confusion system` must be one with scored images {systems}, got {shown(confusion_system)}"
         )
     if not systems:
-        return ExplicitReport(run, scoring, rows, images, tables={"coverage": tables.coverage_table(images)})
+        return ExplicitReport(run, scoring, rows, images, tables={"coverage": coverage}, standing=standing)
     chosen = confusion_system or systems[0]
     found = {
         "table4": table4(images),
@@ -299,9 +339,9 @@ def explicit_report(
         "modifier": tables.group_accuracy(images, rows, grouping="modifier"),
         "bias": tables.dominant_color_bias(rows, scoring=scoring, system=BIAS_SYSTEM),
         "confusion": named_confusion(rows, chosen, scoring=scoring),
-        "coverage": tables.coverage_table(images),
+        "coverage": coverage,
     }
-    return ExplicitReport(run, scoring, rows, images, found, _figures(found, chosen), systems)
+    return ExplicitReport(run, scoring, rows, images, found, _figures(found, chosen), systems, standing)
 
 
 def _figures(found: dict[str, pd.DataFrame], system: str) -> dict[str, go.Figure]:
@@ -343,10 +383,12 @@ def export_report(report: ExplicitReport, folder: str | Path) -> list[Path]:
     Files are named ``<run>-<scoring>-<table>-<12 hex of their SHA-256>.<csv|html>`` under
     `folder`, so exports never overwrite one another, and the same content exported again
     is the same file. Each table's CSV names in every row its ``unit`` (`TABLE_UNITS`),
-    ``rules`` and ``run``, and its HTML page says them in its caption. Returns the paths,
+    ``rules`` and ``run``, and its HTML page says them in its caption. Of a run not complete
+    (`ExplicitReport.standing`) every name ends ``-unfinished`` before its hash, each table's
+    CSV has a ``note`` column and each page a line with `RunStanding.note`. Returns the paths,
     tables first.
     """
-    folder = Path(folder)
+    folder, note = Path(folder), "" if report.complete else report.standing.note()
     paths = []
     for name, table in report.tables.items():
         if table.empty:
@@ -354,35 +396,38 @@ def export_report(report: ExplicitReport, folder: str | Path) -> list[Path]:
         # Each row says what it is, as the command line's --table CSV does: the file alone
         # (its name lost) did not say which rules or run (outside probe 116).
         described = table.copy()
-        for column, value in (("unit", TABLE_UNITS[name]), ("rules", report.scoring), ("run", report.run)):
+        said = (("unit", TABLE_UNITS[name]), ("rules", report.scoring), ("run", report.run))
+        for column, value in said + ((("note", note),) if note else ()):
             # A full key: a table with two header rows takes ("unit", ""), as pandas asks.
             described[(column, "") if described.columns.nlevels == 2 else column] = value
         rows = not tables.plain_index(table)  # pandas' row numbers are no data (outside probe 131)
-        paths.append(
-            _write(
-                folder,
-                f"{report.run}-{report.scoring}-{name}",
-                ".csv",
-                csv_text(described, float_format="%.2f", index=rows),
-            )
-        )
+        text = csv_text(described, float_format="%.2f", index=rows)
+        paths.append(_write(folder, _stem(report, name), ".csv", text))
         # The page says it too: a bare table of "0.00" cells did not (outside probe 131).
-        caption = f"{TABLE_UNITS[name]} · rules {report.scoring} · run {report.run}"
-        page = tables.to_html(table, caption=caption)
-        paths.append(_write(folder, f"{report.run}-{report.scoring}-{name}", ".html", page))
+        caption = f"{TABLE_UNITS[name]} · rules {report.scoring} · run {report.run}" + (
+            f" · {note}" if note else ""
+        )
+        paths.append(_write(folder, _stem(report, name), ".html", tables.to_html(table, caption=caption)))
     for name, frame in (("images", report.images), ("objects", pd.DataFrame(report.rows))):
         if not frame.empty:
-            paths.append(
-                _write(folder, f"{report.run}-{report.scoring}-{name}", ".csv", csv_text(frame, index=False))
-            )
+            paths.append(_write(folder, _stem(report, name), ".csv", csv_text(frame, index=False)))
     for name, figure in report.figures.items():
         # A fixed element id: Plotly draws a random one, so each export of the same figure
         # was a new 4.6 MB file (outside probe 116); with it, the same figure, the same name.
         page = figure.to_html(
             include_plotlyjs=True, full_html=True, div_id=f"figure-{name.replace(' ', '-')}"
         )
-        paths.append(_write(folder, f"{report.run}-{report.scoring}-{name.replace(' ', '-')}", ".html", page))
+        if note:
+            page = page.replace("<body>", f"<body>\n<p>{html.escape(note)}</p>", 1)
+        paths.append(_write(folder, _stem(report, name), ".html", page))
     return paths
+
+
+def _stem(report: ExplicitReport, name: str) -> str:
+    """``<run>-<scoring>-<name>``, and ``-unfinished`` of a run not complete."""
+    return f"{report.run}-{report.scoring}-{name.replace(' ', '-')}" + (
+        "" if report.complete else "-unfinished"
+    )
 
 
 def _write(folder: Path, stem: str, suffix: str, text: str) -> Path:

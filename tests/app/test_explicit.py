@@ -3,6 +3,8 @@ built by the library: synthetic renders with exact masks (no model), scored by t
 
 import dataclasses
 import hashlib
+import html
+import itertools
 import re
 from pathlib import Path
 
@@ -47,10 +49,12 @@ def build_run(
     *,
     tasks=("color_name", "numeric"),
     systems=("iscc-nbs-l2",),
+    judged: int | None = None,
 ) -> None:
     """An explicit run of two models over the prompts of `tasks` in `systems` (by default 8 L2
     prompts: color_name, numeric), one image each: ``right`` renders the first target color,
-    ``wrong`` the color `SHIFTED` names; masks are exact."""
+    ``wrong`` the color `SHIFTED` names; masks are exact. With `judged`, the score stage stops
+    after that many images (in its order: model, then item), as a cancelled job does."""
     db = runs.connect(db_path)
     prompts = build_prompts(
         tasks=list(tasks), systems=list(systems), colors=list(COLORS), objects=["car"], size=1
@@ -77,9 +81,22 @@ def build_run(
     stored = {row["prompt_id"]: row for row in runs.explicit_prompts(db, run)}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(mode, "segment_object", exact_mask)
-        scored = score_explicit(db, run, ExplicitWork(None, BoxSam(), data_dir, stored))
-        assert scored == 2 * len(prompts)
+        work = ExplicitWork(None, BoxSam(), data_dir, stored)
+        executor = None if judged is None else FirstBatches(judged)
+        scored = score_explicit(db, run, work, batch_size=1, executor=executor)
+        assert scored == (2 * len(prompts) if judged is None else judged)
     db.close()
+
+
+class FirstBatches:
+    """An executor that runs the first `n` batches in this process, then stops."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def run(self, work, batches, on_result) -> None:
+        for batch in itertools.islice(batches, self.n):
+            on_result(work(batch))
 
 
 @pytest.fixture(scope="module")
@@ -276,8 +293,18 @@ def test_a_run_with_nothing_scored_shows_notes_not_empty_tables(app):
     client, _, tokens = app
     token = tokens["researcher"]
     out = client.predict(token, "empty", "paper", "", api_name="/explicit_show")
-    assert out[0].startswith("Run **empty** has no scored image yet under the paper rules: the tables fill")
-    assert [shown(update) for update in out[1:6] + out[8:11]] == [None] * 8
+    # First what the run lacks (no job of it has run in this server: stopped), then the note.
+    standing, note = html.unescape(out[0]).split("  \n", 1)
+    assert standing == (
+        "⚠️ Run 'empty' is not complete (stopped): 0 of 7 images judged (tiny-random 0 of 7); no image "
+        "of task color_name or system css3 is judged yet. The tables cover the judged images alone "
+        "(the others are left out, not counted as wrong): resume the run on the Evaluate tab to judge the rest."
+    )
+    assert note.startswith("Run **empty** has no scored image yet under the paper rules: the tables fill")
+    # The coverage alone shows: its model, with all its images not judged yet.
+    coverage = shown(out[2])
+    assert coverage["data"] == [["tiny-random", 0, 0, 0, 0, 7]] and coverage["headers"][-1] == "not_judged"
+    assert [shown(update) for update in [out[1], *out[3:6], *out[8:11]]] == [None] * 7
     assert out[11]["value"] == "color_name/css3/aquamarine/car"
     assert out[11]["choices"][0][0].endswith(" · color_name · css3 — not judged yet")
     with pytest.raises(AppError, match="run 'empty' has no scored image yet: nothing to export"):
@@ -288,6 +315,38 @@ def test_a_run_with_nothing_scored_shows_notes_not_empty_tables(app):
     assert note.endswith("No image of this prompt is judged yet: it fills as the run's job scores it.")
     assert "targets: aquamarine" in note and shown(gallery) is None and shown(metrics) is None
     assert swatches == ""
+
+
+@pytest.fixture(scope="module")
+def partial_app(tmp_path_factory):
+    """The app over run `RUN` stopped after its first 4 images were judged (``right``'s
+    color_name images): 12 of its 16 images generated and not judged."""
+    config = make_config(tmp_path_factory.mktemp("explicit-partial-app"))
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    build_run(config.db_path, config.data_dir, judged=4)
+    with running_app(config) as (client, _):
+        yield client, sign_in(client, ADMIN_PASSWORD, "researcher")["researcher"]
+
+
+def test_show_of_a_partly_judged_run_says_it_is_not_complete_and_what_is_judged(partial_app):
+    """Outside probe 231: a cancelled run's Table 4 showed one model and one task, with no word
+    that the run was unfinished or that most of its images were not judged."""
+    client, token = partial_app
+    out = client.predict(token, RUN, "paper", "", api_name="/explicit_show")
+    standing, note = html.unescape(out[0]).split("  \n", 1)
+    assert standing == (
+        "⚠️ Run 'syn' is not complete (stopped): 4 of 16 images judged (right 4 of 8, wrong 0 of 8); "
+        "no image of task numeric is judged yet. The tables cover the judged images alone (the others "
+        "are left out, not counted as wrong): resume the run on the Evaluate tab to judge the rest."
+    )
+    assert note.startswith("Run **syn**, paper rules: 4 scored images in iscc-nbs-l2")
+    table4, coverage = shown(out[1]), shown(out[2])
+    assert table4["data"] == [["all systems", "right", 100.0, 100.0], ["iscc-nbs-l2", "right", 100.0, 100.0]]
+    # The model with nothing judged yet is counted, not left out.
+    assert coverage["headers"] == ["model", "images", "scored", "not_scored", "correct", "not_judged"]
+    assert coverage["data"] == [["right", 4, 4, 0, 4, 4], ["wrong", 0, 0, 0, 0, 8]]
+    files = client.predict(token, RUN, "paper", "", api_name="/explicit_export")
+    assert files and all(Path(f).name.rsplit("-", 1)[0].endswith("-unfinished") for f in files)
 
 
 def test_other_roles_are_refused_and_nothing_is_written(app):
