@@ -127,6 +127,14 @@ _KIND_LABEL = {
     "redo": "Your redo",
 }
 _MODIFIER = {"visual_state": "visual state", "emotional": "emotion"}
+CSS = """
+#designer_table th .header { word-break: normal; overflow-wrap: normal; }
+@media (max-width: 640px) {
+  #designer_gallery .grid-container { grid-template-columns: repeat(3, minmax(0, 1fr)) !important; }
+}
+"""
+"""My submissions on a phone: a column's name broke letter by letter (``coloring_id`` stood 350 px
+tall) and the thumbnails ran off the screen's side, 2.5 of 7 in view (outside probe 230)."""
 _HEADER_CSS = """
 .dz-head { display: flex; flex-direction: column; gap: 4px; padding: 4px 2px 8px; }
 .dz-progress { color: #57606a; font-size: 14px; font-weight: 600; letter-spacing: .02em; }

@@ -18,6 +18,7 @@ from annotation.sketches.importing import SKETCH_DIR, load_sketch_png
 from app.coloring_canvas import SERVED_FOLDER, served_files
 from app.designer import reference_examples
 from evaluation.color import naming
+from storage import open_db
 from tests.app_server import shared_app  # noqa: F401  (pytest fixture)
 from tests.browser import (  # noqa: F401
     ARTIFACTS,
@@ -30,6 +31,7 @@ from tests.browser import (  # noqa: F401
     settled,
     sign_in,
 )
+from tests.qc_data import add_coloring
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 CANVAS = "#designer_canvas .cc-root"
@@ -635,6 +637,33 @@ def test_a_designer_colors_and_submits_with_the_keyboard_alone(shared_live, page
     counts = painted_color_counts(layer_of_coloring(image, mask), BANANA)
     assert (fill_region(BANANA, point) == fill_region(BANANA, PEEL)).all()  # the peel's stripe
     assert counts == {YELLOW: fill_region(BANANA, PEEL).sum()}
+    assert page.js_errors == []
+
+
+_SUBMISSIONS_BOXES = """() => {
+  const heads = [...document.querySelectorAll('#designer_table th')].map((th) => th.getBoundingClientRect().height);
+  const grid = document.querySelector('#designer_gallery .grid-container');
+  return {head: Math.max(...heads), wide: grid.scrollWidth, shown: grid.clientWidth};
+}"""
+
+
+def test_on_a_phone_my_submissions_keeps_its_column_names_whole_and_its_pictures_in_view(shared_live, page):
+    """Outside probe 230: on a 390 px phone `coloring_id` broke letter by letter (350 px tall)
+    and 2.5 of 7 thumbnails showed, the rest off the side."""
+    page.set_viewport_size({"width": 390, "height": 844})
+    annotator_id = _start_practice(shared_live, page)
+    db = open_db(shared_live.config.db_path)
+    try:
+        for concept in ("apple", "banana", "lemon", "cherry", "tomato", "carrot", "rotten apple"):
+            add_coloring(db, shared_live.config.data_dir, annotator_id, concept, (200, 20, 30))
+    finally:
+        db.close()
+    page.locator("#designer_submissions_box").get_by_text("My submissions").first.click()
+    expect(page.locator("#designer_gallery img")).to_have_count(7)
+    boxes = page.evaluate(_SUBMISSIONS_BOXES)
+    assert boxes["head"] < 60 and boxes["wide"] <= boxes["shown"], boxes
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    _shot(page, "phone-my-submissions")
     assert page.js_errors == []
 
 
