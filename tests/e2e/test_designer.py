@@ -679,4 +679,9 @@ def test_on_a_phone_the_drawing_takes_the_width_and_the_picker_goes_under_it(sha
     _shot(page, "phone")
     _committed(page, lambda: page.mouse.click(*_to_client(page, PEEL[0] + 0.5, PEEL[1] + 0.5)))
     expect(page.locator(f"{CANVAS} .cc-status")).to_contain_text("Filled")
+    # What the tap did shows right under the drawing, over the picker (outside probe 230).
+    status = page.locator(f"{CANVAS} .cc-status").bounding_box()
+    drawing = page.locator(f"{CANVAS} .cc-viewport").bounding_box()
+    picker = page.locator(f"{CANVAS} .cc-palette").bounding_box()
+    assert drawing["y"] + drawing["height"] <= status["y"] < picker["y"], (drawing, status, picker)
     assert page.js_errors == []
