@@ -41,6 +41,7 @@ from annotation.files import neutral_copy, resolve
 from annotation.study import crowd, judging
 from app.common import (
     CHART_WAIT,
+    CHART_WAIT_MS,
     ONE_CLICK,
     PLUMBING,
     AppContext,
@@ -136,12 +137,29 @@ the platform. Full instructions are at the top of this tab.
 GO_BACK_DELAY_S = 5
 """Seconds between the line with a crowd participant's code and the move to the platform: at
 once, a screen reader said nothing between the last answer and the platform's page."""
-_TRIAL_INTO_VIEW_JS = (
-    "() => requestAnimationFrame(() => { const top = document.getElementById('participant_progress');"
-    " if (top && top.getBoundingClientRect().top < 0) top.scrollIntoView({ block: 'start' }); })"
+_TRIAL_INTO_VIEW_JS = """() => { const since = performance.now(); const place = () => {
+  const waiting = [...document.querySelectorAll('.CHART_WAIT')].some((c) => c.offsetParent && !c.querySelector('.main-svg'));
+  if (waiting && performance.now() - since < CHART_WAIT_MS) return requestAnimationFrame(place);
+  const line = document.getElementById('participant_progress');
+  const truth = document.getElementById('participant_truth_plot');
+  const answer = document.getElementById('participant_right');
+  if (!line || !truth || !answer || !answer.offsetParent) return;
+  const top = line.getBoundingClientRect().top, end = answer.getBoundingClientRect().bottom;
+  if (top >= 0 && end <= innerHeight) return;
+  if (end - top <= innerHeight || end - truth.getBoundingClientRect().top > innerHeight) {
+    line.scrollIntoView({ block: 'start' });
+  } else {
+    scrollBy(0, end - innerHeight);
+  }
+}; requestAnimationFrame(place); }""".replace("CHART_WAIT_MS", str(CHART_WAIT_MS)).replace(
+    "CHART_WAIT", CHART_WAIT
 )
-"""After a vote, the next trial's line is brought into view when it is above the screen (a phone:
-the page stayed at the answer buttons, with the new trial's concept and first charts above)."""
+"""After Start and after a vote, once its charts are drawn (they set its height), the trial is brought into view when part of it is off the screen:
+from its line (trial, concept) down to the answers where that fits, else its three charts and the
+answers (a 360x740 phone: the line over the charts left the answers 173 px below the screen at
+every trial, outside probe 233), else from its line. A phone's page stayed at the answer buttons
+after a vote, with the new trial's concept and first charts above (outsider 71); a returning
+participant's Start left the trial under the instructions (outside probe 233)."""
 # No *Download All* over a trial's images: a participant has no use for it, and each gallery's
 # was one more Tab stop named as the other's (outside probe 211).
 _GALLERY_BUTTONS = ["download", "fullscreen"]
@@ -214,6 +232,7 @@ _TOKEN = ("session_token",)
 EVENTS = (
     On(SESSION_CHANGE, "on_sign_in", _TOKEN, (*WITH_CONSENT, "start")),
     On("start.click", "next_trial", _TOKEN, WITH_CONSENT, "progress", "participant_next"),
+    On("then", None, (), (), js=_TRIAL_INTO_VIEW_JS),
     # Chosen, then sent with *Continue*: choosing at once sent the answer of a Space, or of an
     # arrow key looking through, with no look back (outsiders 83 and 95).
     On(

@@ -246,6 +246,27 @@ def test_left_and_right_are_the_sides_on_screen_at_any_width(live_app, module_ch
     assert errors == []
 
 
+_CHARTS_AND_ANSWERS_IN_VIEW = """() => {
+  const top = document.getElementById('participant_truth_plot').getBoundingClientRect().top;
+  const end = document.getElementById('participant_right').getBoundingClientRect().bottom;
+  return top > -1 && end < innerHeight + 1;
+}"""
+
+
+def test_on_a_small_phone_each_trial_opens_with_its_charts_and_answers_on_screen(live_app, module_chromium):
+    """A 360x740 phone: the trial's line at the screen's top left both answers 173 px below it
+    at every trial, and a Start left the trial under the instructions (outside probe 233)."""
+    with _phone_on_trial_1(live_app, module_chromium, {"width": 360, "height": 740}) as (phone, errors):
+        phone.wait_for_function(_CHARTS_AND_ANSWERS_IN_VIEW)
+        progress = phone.locator("#participant_progress")
+        text = progress.inner_text()
+        phone.locator("#participant_left").tap()
+        expect(progress).not_to_have_text(text)
+        answerable(phone, "#participant_progress")
+        phone.wait_for_function(_CHARTS_AND_ANSWERS_IN_VIEW)
+    assert errors == []
+
+
 _RANGES = """() => [...document.querySelectorAll('.js-plotly-plot')].map((chart) =>
   JSON.stringify([chart._fullLayout.xaxis.range, chart._fullLayout.yaxis.range]))"""
 
