@@ -496,9 +496,15 @@ class EvaluationRequest:
 
 
 def parse_scales(text: str) -> tuple[float, ...]:
-    """``"3, 7.5"`` -> ``(3.0, 7.5)``; ``""`` -> ``()``. Raises ValueError naming `cfg_scales`."""
-    parts = [part.strip() for part in (text or "").replace(";", ",").split(",") if part.strip()]
+    """``"3, 7.5"`` -> ``(3.0, 7.5)``; ``""`` -> ``()``. Raises ValueError naming `cfg_scales`,
+    also for an empty item (``"7.5,,3"`` was taken as 7.5 and 3: a number lost in typing
+    went unsaid, outside probe 234)."""
+    parts = [part.strip() for part in (text or "").replace(";", ",").split(",")]
+    if parts == [""]:
+        return ()
     try:
+        if "" in parts:
+            raise ValueError("an empty item")
         return tuple(number_cell(part) for part in parts)  # ASCII digits: float read "١٢" as 12
     except ValueError:
         raise ValueError(

@@ -216,6 +216,10 @@ def test_parse_scales():
     assert parse_scales("3, 7.5;2") == (3.0, 7.5, 2.0) and parse_scales("") == () and parse_scales(None) == ()
     with pytest.raises(ValueError, match="`cfg_scales`"):
         parse_scales("3, high")
+    for gap in ("7.5,,3", "7.5, ;3", "3,"):  # 7.5,,3 was taken as 7.5 and 3 (outside probe 234)
+        with pytest.raises(ValueError, match="`cfg_scales` must be comma-separated numbers"):
+            parse_scales(gap)
+    assert parse_scales("  ") == ()
     for foreign in ("\u0661\u0662", "7, \uff17.\uff15", "1_0"):  # read as 12, 7.5 and 10 (outside probe 214)
         with pytest.raises(ValueError, match="`cfg_scales` must be comma-separated numbers"):
             parse_scales(foreign)
