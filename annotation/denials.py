@@ -294,7 +294,7 @@ def _apply(db: sqlite_utils.Database, found: dict) -> list[str]:
 
 
 def _carry_audit(db: sqlite_utils.Database, found: list[tuple], denied: dict[str, set]) -> int:
-    """Insert into `db` the audit rows of `found` (`_audit_rows`, from every database read)
+    """Copy into `db` the audit rows of `found` (`_audit_rows`, from every database read)
     that belong to a denial carried (`denied`: kind -> keys) and that `db` lacks, oldest first; how
     many. Of an account's closures, the latest alone (one before it was undone by a reopen);
     of a designer's withdrawals that `db` lacks, the first (the colorings of a later one were

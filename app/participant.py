@@ -137,29 +137,8 @@ the platform. Full instructions are at the top of this tab.
 GO_BACK_DELAY_S = 5
 """Seconds between the line with a crowd participant's code and the move to the platform: at
 once, a screen reader said nothing between the last answer and the platform's page."""
-_TRIAL_INTO_VIEW_JS = """() => { const since = performance.now(); const place = () => {
-  const waiting = [...document.querySelectorAll('.CHART_WAIT')].some((c) => c.offsetParent && !c.querySelector('.main-svg'));
-  if (waiting && performance.now() - since < CHART_WAIT_MS) return requestAnimationFrame(place);
-  const line = document.getElementById('participant_progress');
-  const truth = document.getElementById('participant_truth_plot');
-  const answer = document.getElementById('participant_right');
-  if (!line || !truth || !answer || !answer.offsetParent) return;
-  const top = line.getBoundingClientRect().top, end = answer.getBoundingClientRect().bottom;
-  if (top >= 0 && end <= innerHeight) return;
-  if (end - top <= innerHeight || end - truth.getBoundingClientRect().top > innerHeight) {
-    line.scrollIntoView({ block: 'start' });
-  } else {
-    scrollBy(0, end - innerHeight);
-  }
-}; requestAnimationFrame(place); }""".replace("CHART_WAIT_MS", str(CHART_WAIT_MS)).replace(
-    "CHART_WAIT", CHART_WAIT
-)
-"""After Start and after a vote, once its charts are drawn (they set its height), the trial is brought into view when part of it is off the screen:
-from its line (trial, concept) down to the answers where that fits, else its three charts and the
-answers (a 360x740 phone: the line over the charts left the answers 173 px below the screen at
-every trial, outside probe 233), else from its line. A phone's page stayed at the answer buttons
-after a vote, with the new trial's concept and first charts above (outsider 71); a returning
-participant's Start left the trial under the instructions (outside probe 233)."""
+_TRIAL_INTO_VIEW_JS = "() => window.ccTrialIntoView && ccTrialIntoView()"
+"""Each new trial into view (``ccTrialIntoView``, `_KEYS_JS`)."""
 # No *Download All* over a trial's images: a participant has no use for it, and each gallery's
 # was one more Tab stop named as the other's (outside probe 211).
 _GALLERY_BUTTONS = ["download", "fullscreen"]
@@ -176,9 +155,29 @@ _PANELS_JS = """(strip, colorings) => {
 # gallery's thumbnail, a tab, a link) it is that control's (it answered trials while a keyboard
 # user browsed the model images: outsider 95). *Start / continue*, pressed before the first
 # trial and focused after it, has no use for them (they answered nothing there: probe 137).
-_KEYS_JS = """
+_KEYS_JS = (
+    """
 if (!window.__participantKeys) {
   window.__participantKeys = true;
+  window.ccTrialIntoView = """
+    + """() => { const since = performance.now(); const place = () => {
+  const waiting = [...document.querySelectorAll('.CHART_WAIT')].some((c) => c.offsetParent && !c.querySelector('.main-svg'));
+  if (waiting && performance.now() - since < CHART_WAIT_MS) return requestAnimationFrame(place);
+  const line = document.getElementById('participant_progress');
+  const truth = document.getElementById('participant_truth_plot');
+  const answer = document.getElementById('participant_right');
+  if (!line || !truth || !answer || !answer.offsetParent) return;
+  const top = line.getBoundingClientRect().top, end = answer.getBoundingClientRect().bottom;
+  if (top >= 0 && end <= innerHeight) return;
+  if (end - top <= innerHeight || end - truth.getBoundingClientRect().top > innerHeight) {
+    line.scrollIntoView({ block: 'start' });
+  } else {
+    scrollBy(0, end - innerHeight);
+  }
+}; requestAnimationFrame(place); }""".replace("CHART_WAIT_MS", str(CHART_WAIT_MS)).replace(
+        "CHART_WAIT", CHART_WAIT
+    )
+    + """;
   const keys = {ArrowLeft: 'participant_left', '1': 'participant_left',
                 ArrowRight: 'participant_right', '2': 'participant_right'};
   const controls = 'button, a[href], summary, [tabindex]:not([tabindex="-1"]), [role]';
@@ -198,6 +197,15 @@ if (!window.__participantKeys) {
   }, true);
 }
 """
+)
+"""The Judge tab's keys (← or 1, → or 2 answer), and ``ccTrialIntoView``: after Start and after
+a vote, once the charts the answers rest on are drawn (they set the trial's height), the trial
+comes into view when part of it is off the screen: from its line (trial, concept) down to the
+answers where that fits, else its three charts and the answers (a 360x740 phone: the line over
+the charts left the answers 173 px below the screen at every trial, outside probe 233), else from
+its line. A phone's page stayed at the answer buttons after a vote, with the new trial's concept
+and first charts above (outsider 71); a returning participant's Start left the trial under the
+instructions (outside probe 233). Defined once here, not in each event's code: the page's size."""
 
 
 def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
