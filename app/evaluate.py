@@ -957,18 +957,9 @@ def _progress_html(rows) -> str:
         fraction, complete = (
             explicit_jobs.explicit_progress(done) if explicit else (done.fraction, done.complete)
         )
-        if job.active:
-            state = job.state
-        elif elsewhere is not None:  # a job here may have ended; another process's runs now
-            state = f"running in another process ({elsewhere[0]})"
-        elif job.state != "idle":
-            # A run whose job ended here with every item done reads as one found complete after
-            # a restart or run from the command line ("finished" and "complete" both showed),
-            # whatever ended the job: a Cancel that raced a Resume of a finished run left
-            # "cancelled — resume to continue" at 100 % (outside probe 92).
-            state = "complete" if job.state in ("finished", "cancelled") and complete else job.state
-        else:
-            state = "complete" if complete else "stopped (resume to continue)"
+        state = job.run_state(complete, elsewhere)
+        if state == "stopped":
+            state = "stopped (resume to continue)"
         note = (f" · {job.stage}" if job.stage else "") + (f" — {job.message}" if job.message else "")
         if state == "complete":
             note = ""

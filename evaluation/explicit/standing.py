@@ -107,7 +107,7 @@ class RunStanding:
 def standing_of(db: sqlite_utils.Database, run: str, job=None, owner: str | None = None) -> RunStanding:
     """`RunStanding` of explicit run `run` (not checked: `evaluation.explicit.views.run_standing`
     checks it); `job` and `owner` as there."""
-    from evaluation.pipeline.jobs import process_owner
+    from evaluation.pipeline.jobs import JobState, process_owner
 
     # An item whose prompt is not stored (a run made by hand) counts, in no task or system.
     prompts = {p["prompt_id"]: (p["task"], p["system"]) for p in runs.explicit_prompts(db, run)}
@@ -125,7 +125,10 @@ def standing_of(db: sqlite_utils.Database, run: str, job=None, owner: str | None
         "system": tuple(systems_in_order(sorted(set(items["system"]) - set(judged["system"]) - {""}))),
     }
     complete = not items.empty and len(judged) == len(items)
-    state, message = _job_state(job, runs.job_elsewhere(db, run, owner or process_owner()), complete)
+    job = JobState("idle") if job is None else job
+    elsewhere = runs.job_elsewhere(db, run, owner or process_owner())
+    # Complete first: with every image judged the tables are the whole run's, whatever the job.
+    state = "complete" if complete else job.run_state(False, elsewhere)
     done = runs.run_progress(db, run)
     return RunStanding(
         run,
@@ -133,23 +136,10 @@ def standing_of(db: sqlite_utils.Database, run: str, job=None, owner: str | None
         images=counts["size"].to_dict(),
         judged=counts["sum"].to_dict(),
         unjudged=unjudged,
-        message=message,
+        message=job.message if state == "failed" else "",
         failed=done.failed,
         failure=done.failure,
     )
-
-
-def _job_state(job, elsewhere: tuple[str, float] | None, complete: bool) -> tuple[str, str]:
-    """(state, a failed job's error) as the Evaluate tab's runs table reads them."""
-    if complete:
-        return "complete", ""
-    if job is not None and job.active:
-        return job.state, ""
-    if elsewhere is not None:
-        return f"running in another process ({elsewhere[0]})", ""
-    if job is not None and job.state != "idle":
-        return job.state, job.message if job.state == "failed" else ""
-    return "stopped", ""
 
 
 def judged_coverage(images: pd.DataFrame, standing: RunStanding) -> pd.DataFrame:

@@ -613,6 +613,35 @@ class JobState:
         """Queued, running or being cancelled."""
         return self.state in ("queued", "running", "cancelling")
 
+    def run_state(self, complete: bool, elsewhere: tuple[str, float] | None = None) -> str:
+        """The state of this job's run, as the Evaluate tab's runs table and the Explicit colors
+        tab say it.
+
+        Parameters
+        ----------
+        complete : bool
+            Whether every item of the run is done.
+        elsewhere : (str, float), optional
+            The holder and time of a job of another process holding the run
+            (`evaluation.pipeline.runs.job_elsewhere`).
+
+        Returns
+        -------
+        str
+            This job's state while it is active; ``running in another process (<holder>)``
+            while another process's job holds the run; ``complete`` for a run with every item
+            done whose job here ended finished or cancelled (a Cancel that raced a Resume of a
+            finished run left "cancelled" at 100 %: outside probe 92), or that no job here ran;
+            else the ended job's state, or ``stopped``.
+        """
+        if self.active:
+            return self.state
+        if elsewhere is not None:  # a job here may have ended; another process's runs now
+            return f"running in another process ({elsewhere[0]})"
+        if self.state != "idle":
+            return "complete" if self.state in ("finished", "cancelled") and complete else self.state
+        return "complete" if complete else "stopped"
+
 
 class JobManager:
     """Runs evaluation jobs one after another in a worker thread of the server.
