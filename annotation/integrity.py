@@ -25,42 +25,23 @@ import datetime as dt
 import logging
 import math
 import os
-import sqlite3
 import time
 from pathlib import Path
 
 import sqlite_utils
 
 from annotation import audit
-from storage import db_path, transaction
-from storage.data_folder import QUARANTINE, managed_files, referenced_in_file, referenced_paths
+from storage import transaction
+from storage.data_folder import (
+    QUARANTINE,
+    UnreadableCopy,
+    managed_files,
+    named_by_any_copy,
+    referenced_paths,
+)
 from storage.shown import shown
 
 _LOG = logging.getLogger(__name__)
-
-# The copies kept beside the database (`annotation.backup._swap_in`,
-# `storage.schema._keep_before_upgrade`), and the companions SQLite may leave beside one.
-_KEPT_KINDS = (".before-restore-", ".before-schema-")
-_COMPANIONS = ("-wal", "-shm", "-journal")
-
-
-def kept_copies(path: str | Path) -> list[Path]:
-    """The databases kept beside the database file at `path`: ``<name>.before-restore-*``
-    and ``<name>.before-schema-*`` in its folder, less their ``-wal``, ``-shm`` and
-    ``-journal`` files; sorted. A copy still being written (``.<name>.before-restore-*``)
-    does not match.
-    """
-    path = Path(path)
-    prefixes = tuple(f"{path.name}{kind}" for kind in _KEPT_KINDS)
-    try:
-        entries = list(path.parent.iterdir())
-    except FileNotFoundError:
-        return []
-    return sorted(
-        entry
-        for entry in entries
-        if entry.name.startswith(prefixes) and not entry.name.endswith(_COMPANIONS) and entry.is_file()
-    )
 
 
 def orphaned_files(db: sqlite_utils.Database, data_dir: str | Path, *, min_age_s: float = 0.0) -> list[str]:
@@ -92,21 +73,18 @@ def orphaned_files(db: sqlite_utils.Database, data_dir: str | Path, *, min_age_s
     newest = time.time() - min_age_s
     candidates = [path for path in managed_files(root) if _mtime(path) <= newest]
     # Read the references after listing: a row committed meanwhile then still counts.
-    referenced = referenced_paths(db)
-    live = db_path(db)
-    for copy in kept_copies(live) if live else []:
-        try:
-            referenced |= referenced_in_file(copy)
-        except sqlite3.DatabaseError as error:
-            _LOG.warning(
-                "%s, a database kept beside the database, cannot be read (%s): files only it names "
-                "would look unnamed, so no file was moved to %s/ at this start; if it is no longer "
-                "a way back, move it away from beside the database",
-                copy,
-                error,
-                QUARANTINE,
-            )
-            return []
+    try:
+        referenced = named_by_any_copy(db)
+    except UnreadableCopy as unreadable:
+        _LOG.warning(
+            "%s, a database kept beside the database, cannot be read (%s): files only it names "
+            "would look unnamed, so no file was moved to %s/ at this start; if it is no longer "
+            "a way back, move it away from beside the database",
+            unreadable.path,
+            unreadable.error,
+            QUARANTINE,
+        )
+        return []
     return sorted(
         relative
         for relative in (p.relative_to(root).as_posix() for p in candidates)

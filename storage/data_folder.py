@@ -17,17 +17,44 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 from pathlib import Path
 
 import sqlite_utils
 
-from storage.db import read_only
+from storage.db import db_path, read_only
 
 QUARANTINE = "orphans"
 # Top-level folders never swept: the quarantine itself, export archives (named by no row),
 # locally built models (their files are named by their library, not by us) and the neutral
 # copies of model images that participants' trials show (`annotation.files.neutral_copy`).
 SKIPPED_FOLDERS = (QUARANTINE, "exports", "models", "trials")
+
+# The copies kept beside the database (`annotation.backup._swap_in`,
+# `storage.schema._keep_before_upgrade`), and the companions SQLite may leave beside one.
+_KEPT_KINDS = (".before-restore-", ".before-schema-")
+_COMPANIONS = ("-wal", "-shm", "-journal")
+
+
+def kept_copies(path: str | Path) -> list[Path]:
+    """The databases kept beside the database file at `path`: ``<name>.before-restore-*``
+    and ``<name>.before-schema-*`` in its folder, less their ``-wal``, ``-shm`` and
+    ``-journal`` files; sorted. A copy still being written (``.<name>.before-restore-*``)
+    does not match.
+    """
+    path = Path(path)
+    prefixes = tuple(f"{path.name}{kind}" for kind in _KEPT_KINDS)
+    try:
+        entries = list(path.parent.iterdir())
+    except FileNotFoundError:
+        return []
+    return sorted(
+        entry
+        for entry in entries
+        if entry.name.startswith(prefixes) and not entry.name.endswith(_COMPANIONS) and entry.is_file()
+    )
+
+
 _FILE_COLUMN = re.compile(r"(^|_)path$")
 _HASH_NAME = re.compile(r"^[0-9a-f]{64}")
 _TEMP_NAME = re.compile(r"^\.tmp-|^\..+\.tmp$")
@@ -65,6 +92,34 @@ def referenced_in_file(path: Path) -> set[str]:
         return referenced_paths(sqlite_utils.Database(conn, execute_plugins=False))
     finally:
         conn.close()
+
+
+class UnreadableCopy(Exception):
+    """A database kept beside the live one (`kept_copies`) that cannot be read: it might
+    name any file, so no file may be treated as unnamed."""
+
+    def __init__(self, path: Path, error: Exception):
+        super().__init__(f"{path} cannot be read as a database ({error})")
+        self.path, self.error = path, error
+
+
+def named_by_any_copy(db: sqlite_utils.Database) -> set[str]:
+    """`referenced_paths` of `db` and of every database kept beside its file
+    (`kept_copies`, read-only; none for a database in memory): the files a way back still needs.
+
+    Raises
+    ------
+    UnreadableCopy
+        If a kept copy cannot be read as a database.
+    """
+    named = referenced_paths(db)
+    live = db_path(db)
+    for copy in kept_copies(live) if live else []:
+        try:
+            named |= referenced_in_file(copy)
+        except sqlite3.DatabaseError as error:
+            raise UnreadableCopy(copy, error) from None
+    return named
 
 
 def managed_files(root: Path, *, temporary: bool = True) -> list[Path]:

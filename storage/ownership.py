@@ -23,7 +23,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from storage.data_folder import managed_files, referenced_in_file
+from storage.data_folder import kept_copies, managed_files, referenced_in_file
 from storage.db import read_only
 
 OWNER_FILE = ".colorconcept-database.json"
@@ -128,14 +128,26 @@ def foreign_refusal(
     stored = [path.relative_to(root).as_posix() for path in managed_files(root, temporary=False)]
     if not stored:
         return None
-    # A database made by the libraries has no instance secret yet, but names its files
-    if Path(db_file).is_file() and not referenced_in_file(Path(db_file)).isdisjoint(stored):
+    # A database made by the libraries has no instance secret yet, but names its files; or a
+    # database kept beside it does (a run deleted while a way back still names its files).
+    if Path(db_file).is_file() and any(
+        _names_any(copy, stored) for copy in (Path(db_file), *kept_copies(db_file))
+    ):
         return None
     return (
         f"the data folder {str(root)!r} holds {len(stored):,} stored files and {this} names none of "
         f"them: it is another database's folder, and {harm}; {fix} "
         "(if that database is gone for good, move the folder's files away first)"
     )
+
+
+def _names_any(db_file: Path, stored: list[str]) -> bool:
+    """Whether the database file `db_file` names one of the files `stored` (False when it
+    cannot be read as a database)."""
+    try:
+        return not referenced_in_file(db_file).isdisjoint(stored)
+    except sqlite3.DatabaseError:
+        return False
 
 
 def claimed_by_another(data_dir: str | Path, *db_files: str | Path) -> str | None:

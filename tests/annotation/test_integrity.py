@@ -12,8 +12,8 @@ import storage
 from annotation import backup
 from annotation.concepts import sync_concepts
 from annotation.files import store_png
-from annotation.integrity import kept_copies, orphaned_files, sweep_orphans
-from storage.data_folder import QUARANTINE
+from annotation.integrity import orphaned_files, sweep_orphans
+from storage.data_folder import QUARANTINE, kept_copies
 
 
 def _study(tmp_path: Path):
