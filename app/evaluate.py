@@ -1,4 +1,4 @@
-"""The Evaluate tab: plan a run, start it in the background, watch it, cancel, resume, import.
+"""The Evaluate tab: plan a run, start it in the background, watch it, cancel, resume, delete, import.
 
 Two modes: implicit concepts (ColorConceptBench: models x concepts x styles x guidance
 scales x seeds) and explicit colors (GenColorBench: models x prompts from color systems,
@@ -66,7 +66,7 @@ from evaluation.explicit.prompts import DEFAULT_SYSTEMS, TASKS
 from evaluation.models.generation import STYLES
 from evaluation.models.registry import load_registry
 from evaluation.models.segmentation import BOX_THRESHOLD, TEXT_THRESHOLD
-from evaluation.pipeline import jobs, planning, runs
+from evaluation.pipeline import jobs, planning, removal, runs
 from evaluation.pipeline.imports import ImportSourceError
 from storage import transaction
 from storage.shown import counted, shown
@@ -297,6 +297,15 @@ EVENTS = (
     # "cancelled": outside probe 173).
     On("cancel.click", "cancel", (*_TOKEN, "run"), RUN_ACTION, "progress_note", "evaluate_cancel"),
     On("resume.click", "resume", (*_TOKEN, "run", *_MASKING), RUN_ACTION, "progress_note", "evaluate_resume"),
+    # Twice: the first click says what the run holds, a second one with it still chosen deletes it.
+    On(
+        "delete.click",
+        "delete",
+        (*_TOKEN, "run", "pending_delete"),
+        (*RUN_ACTION, "run", "pending_delete"),
+        "progress_note",
+        "evaluate_delete",
+    ),
     # A run picked to resume brings back the masking it recorded, which a resume must use.
     On(
         "run.input",
@@ -522,6 +531,36 @@ class EvaluateTab(Tab):
             + (f" {where}" if where else ""),
             self.parts["progress"]: self._progress_html(db),
         }
+
+    @role(*ALLOWED)
+    def delete(self, db, actor, run: str, pending: str | None = None) -> dict:
+        """Say what run `run` holds; called again with it `pending` (the first call's answer),
+        delete it: its rows, then its files (`annotation.research.records.delete_evaluation_run`)."""
+        run = run or ""
+        data_dir = self.ctx.config.data_dir
+        try:
+            with self.ctx.jobs.deleting(run) as busy:
+                if pending != run:
+                    held = removal.footprint(db, run, data_dir)
+                    removal.refuse_deletion(db, run, busy=busy)
+                    return self.named(
+                        progress_note=f"Run **{escape(run)}** holds {escape(held.sentence())}. Click "
+                        "*Delete run* again to delete it for good (the audit trail keeps who did).",
+                        progress=gr.skip(),
+                        run=gr.skip(),
+                        pending_delete=run,
+                    )
+                rows, files = research.delete_evaluation_run(db, actor.pseudonym, run, data_dir, busy=busy)
+                self.ctx.jobs.forget(run)
+        except ValueError as error:  # a second click must ask again once the refusal is gone
+            raise refused_with(error, {self.parts["pending_delete"]: None}) from error
+        return self.named(
+            progress_note=f"Run **{escape(run)}** deleted: {escape(removal.rows_sentence(rows))}; "
+            f"{escape(files.sentence())}.",
+            progress=self._progress_html(db),
+            run=_run_choices(db),
+            pending_delete=None,
+        )
 
     @ui_only
     def import_cleared(self) -> dict:
@@ -796,6 +835,8 @@ def _progress_section() -> dict:
         parts["cancel"] = gr.Button("Cancel", variant="stop", elem_id="evaluate_cancel")
         parts["resume"] = gr.Button("Resume", elem_id="evaluate_resume")
         parts["refresh"] = gr.Button("Refresh", elem_id="evaluate_refresh")
+        parts["delete"] = gr.Button("Delete run", variant="stop", elem_id="evaluate_delete")
+    parts["pending_delete"] = gr.State(None)
     parts["progress_note"] = live(note_area("evaluate_progress_note"))
     parts["timer"] = gr.Timer(POLL_SECONDS, active=False)
     return parts

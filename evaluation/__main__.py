@@ -32,6 +32,7 @@ COMMANDS = {
     "judgments": "evaluation.cli.judgments",
     "judge-audit": "evaluation.cli.judge_audit",
     "robustness": "evaluation.cli.robustness",
+    "delete-run": "evaluation.cli.delete_run",
 }
 
 

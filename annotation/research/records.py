@@ -2,7 +2,8 @@
 
 Writes: `create_evaluation_run` and `import_run` store a run (through `evaluation.pipeline.runs`
 and `evaluation.pipeline.imports`) and add an audit row saying who did it; `record_job_action`
-audits a cancel or resume; `run_starters` reads who started each run.
+audits a cancel or resume; `delete_evaluation_run` deletes a run and audits it; `run_starters`
+reads who started each run.
 
 Reads (progress, run lists, measured seconds, a concept's items and distributions) are
 `evaluation.pipeline.runs`', which owns the run tables.
@@ -17,7 +18,7 @@ import sqlite_utils
 
 from annotation import audit
 from evaluation.concepts import Concept
-from evaluation.pipeline import runs
+from evaluation.pipeline import removal, runs
 from evaluation.pipeline.imports import ImportReport, import_images
 from evaluation.pipeline.planning import run_exists
 from evaluation.pipeline.runs import check_run_name
@@ -74,6 +75,18 @@ def record_job_action(db: sqlite_utils.Database, actor: str, action: str, run: s
     runs.run_config(db, run)
     with transaction(db):
         audit.record(db, actor, action, "run", run)
+
+
+def delete_evaluation_run(
+    db: sqlite_utils.Database, actor: str, run: str, data_dir: str | Path, *, busy: str = ""
+) -> tuple[dict[str, int], removal.FilesRemoved]:
+    """`evaluation.pipeline.removal.delete_run`, with an audit row (``delete_evaluation_run``,
+    the rows deleted per table) committed with the deletion."""
+
+    def record(db, rows: dict[str, int]) -> None:
+        audit.record(db, actor, "delete_evaluation_run", "run", run, details=rows)
+
+    return removal.delete_run(db, run, data_dir, busy=busy, record=record)
 
 
 STARTED_ELSEWHERE = "command line"

@@ -24,8 +24,8 @@ from storage.files import nearest_existing_folder, unwritable_folder
 from storage.shown import shown
 from storage.spreadsheet import number_cell, whole_cell
 
-WRITES_FILES = ("generate", "segment", "extract", "run", "explicit")
-"""The commands that write a run's files into ``--data-dir``; the others read it."""
+WRITES_FILES = ("generate", "segment", "extract", "run", "explicit", "delete-run")
+"""The commands that write (or delete) a run's files in ``--data-dir``; the others read it."""
 
 
 def default_db() -> Path:

@@ -666,6 +666,7 @@ class JobManager:
         self._stop: dict[str, threading.Event] = {}
         self._worker: threading.Thread | None = None
         self._closed = False
+        self._deleting: set[str] = set()
 
     def submit(
         self, run: str, segmenter: SegmenterSpec, executor: ExecutorChoice = ExecutorChoice()
@@ -676,6 +677,8 @@ class JobManager:
                 raise JobError(f"run {run!r} cannot start: the server is shutting down")
             if self._states.get(run, JobState("idle")).active:
                 raise JobError(f"run {run!r} is already {self._states[run].state}")
+            if run in self._deleting:
+                raise JobError(f"run {run!r} is being deleted")
             self._states[run] = JobState("queued")
             self._stop[run] = threading.Event()
             self._queue.append((run, segmenter, executor))
@@ -695,6 +698,30 @@ class JobManager:
             self._stop[run].set()
             self._states[run] = JobState("cancelling", state.stage)
             return self._states[run]
+
+    @contextlib.contextmanager
+    def deleting(self, run: str) -> Iterator[str]:
+        """Hold off jobs of `run` while it is deleted: yields ``""``, or the state of its job
+        queued or running here (the deletion must refuse then, as no lease says so yet); a
+        `submit` of `run` meanwhile is refused."""
+        with self._lock:
+            state = self._states.get(run, JobState("idle"))
+            busy = state.state if state.active else ""
+            if not busy:
+                self._deleting.add(run)
+        try:
+            yield busy
+        finally:
+            with self._lock:
+                self._deleting.discard(run)
+
+    def forget(self, run: str) -> None:
+        """Drop what this server knows of the ended job of `run` (deleted: a new run of that
+        name must not show its state); an active job is kept."""
+        with self._lock:
+            if not self._states.get(run, JobState("idle")).active:
+                for kept in (self._states, self._executors, self._stop):
+                    kept.pop(run, None)
 
     def state(self, run: str) -> JobState:
         """The job state of `run` (``idle`` if this server never ran it)."""

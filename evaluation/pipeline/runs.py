@@ -26,7 +26,7 @@ import pandas as pd
 import sqlite_utils
 
 import storage
-from storage import insert_row, insert_rows, transaction, update_rows, upsert_row, upsert_rows
+from storage import delete_rows, insert_row, insert_rows, transaction, update_rows, upsert_row, upsert_rows
 from storage import iso as _now
 from storage.distributions import decode, decode_groups, encode, encode_groups
 from storage.shown import folded, shown
@@ -313,6 +313,41 @@ def _died_here(owner: str) -> bool:
     lease need not lapse first (a run killed here resumes at once)."""
     host, _, pid = owner.rpartition(":")
     return storage.serving.gone_here(host, pid)
+
+
+#: Tables holding a run's rows, children first; ``runs`` names it in ``name``, the others in ``run``.
+RUN_TABLES = ("scores", "explicit_results", "explicit_prompts", "model_distributions", "run_items", "runs")
+
+
+def _run_column(table: str) -> str:
+    return "name" if table == "runs" else "run"
+
+
+def run_row_counts(db: sqlite_utils.Database, run: str) -> dict[str, int]:
+    """Rows of run `run` per table of `RUN_TABLES`."""
+    return {
+        table: db.execute(f"select count(*) from {table} where {_run_column(table)} = ?", [run]).fetchone()[0]
+        for table in RUN_TABLES
+    }
+
+
+def delete_run_rows(db: sqlite_utils.Database, run: str) -> dict[str, int]:
+    """Delete every row of run `run` (`RUN_TABLES`) inside the caller's `storage.transaction`;
+    rows deleted per table (`evaluation.pipeline.removal` checks first that it may)."""
+    return {table: delete_rows(db, table, {_run_column(table): run}) for table in RUN_TABLES}
+
+
+def studies_showing(db: sqlite_utils.Database, run: str) -> list[tuple[str, bool]]:
+    """``(name, open)`` of each pairwise study whose candidates come from run `run` (their
+    distributions and images were copied when the study was set up), by name."""
+    return [
+        (name, frozen is not None)
+        for name, frozen in db.execute(
+            "select distinct s.name, s.frozen from study_candidates c join studies s on s.id = c.study_id "
+            "where json_extract(c.source, '$.run') = ? order by s.name",
+            [run],
+        )
+    ]
 
 
 def run_masking(db: sqlite_utils.Database, run: str) -> dict | None:

@@ -210,6 +210,36 @@ def test_importing_a_folder_with_a_corrupt_image_scores_the_rest_and_names_it(tm
             client.predict(researcher, "ext", api_name="/evaluate_cancel")
         with pytest.raises(AppError, match=r"^no run named 'nonexistent'; known runs, newest first: ext"):
             client.predict(researcher, "nonexistent", api_name="/evaluate_cancel")
+        # Delete run: the first press says what the run holds, the second deletes it, rows and
+        # files (a run started by mistake could not be taken back: outside probe 234).
+        said, _, _ = client.predict(researcher, "ext", api_name="/evaluate_delete")
+        assert re.fullmatch(
+            r"Run \*\*ext\*\* holds 2 items, 2 distributions, \d+ score rows and 6 files \([\d.]+ kB\)\. "
+            r"Click \*Delete run\* again to delete it for good \(the audit trail keeps who did\)\.",
+            said,
+        ), said
+        assert (config.data_dir / "runs" / "ext").is_dir()
+        said, html, picker = client.predict(researcher, "ext", api_name="/evaluate_delete")
+        assert re.fullmatch(
+            r"Run \*\*ext\*\* deleted: 2 items, 2 distributions, \d+ score rows; 6 files \([\d.]+ kB\) deleted\.",
+            said,
+        ), said
+        assert html == "<p>No runs yet.</p>" and picker["value"] is None
+        assert not (config.data_dir / "runs" / "ext").exists()
+        assert (folder / "ext-model__apple__natural__5__1.png").is_file()  # what was imported from stays
+        with pytest.raises(AppError, match=r"^no run named 'ext'; known runs, newest first: none$"):
+            client.predict(researcher, "ext", api_name="/evaluate_delete")
+        with pytest.raises(
+            AppError, match="^There is no stored model distribution yet"
+        ):  # its scores went too
+            client.predict(researcher, "uw71-ratings", "5", "ratio_of_means", api_name="/leaderboard_show")
+    db = open_db(config.db_path)
+    try:
+        assert not any(runs.run_row_counts(db, "ext").values())
+        [deleted] = db["audit"].rows_where("action = 'delete_evaluation_run'")
+    finally:
+        db.close()
+    assert deleted["object_id"] == "ext" and '"run_items": 2' in deleted["details"]
 
 
 def test_resume_and_import_with_nothing_chosen_say_so_before_the_missing_weights(tmp_path):
@@ -245,6 +275,7 @@ def test_evaluate_endpoints_refuse_other_roles_and_write_nothing(tmp_path):
             "/evaluate_resume": ["r", *TINY],
             "/evaluate_import": ["r", None, "batch", *TINY],
             "/evaluate_cluster": ["ray", ""],
+            "/evaluate_delete": ["r"],
         }
         others = {who: tokens[who] for who in ("designer", "expert", "participant")}
         assert_every_endpoint_refuses(

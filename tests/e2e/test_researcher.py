@@ -501,3 +501,42 @@ def test_on_a_phone_the_concept_browsers_panel_titles_stay_apart_and_on_screen(l
                 assert apart, (chart, a, b)
     page.locator("#browser_distributions").screenshot(path=str(ARTIFACTS / "browser-phone-titles.png"))
     assert page.js_errors == []
+
+
+def test_a_researcher_deletes_a_run_started_by_mistake_in_two_presses(live_app, page):
+    """A run started by mistake could not be taken back (outside probe 234: 1,000,000 items
+    from one Start). The first press says what the chosen run holds, the second deletes it;
+    a press refused after is said beside the buttons, which stay usable."""
+    store_run(live_app, "mistake", {("model-a", "apple", "natural", 7.5): [RED, GREEN]})
+    store_run(live_app, "wanted", {("model-b", "apple", "natural", 7.5): [RED]})
+    folder = live_app.config.data_dir / "runs" / "mistake"
+    assert folder.is_dir()
+    [(_, link)] = live_app.invite("researcher")
+    sign_in(page, link)
+    open_tab(page, "Evaluate")
+    note, table = (
+        page.locator("#evaluate_progress_note"),
+        page.locator("#evaluate_progress table.evaluate-runs"),
+    )
+    page.click("#evaluate_refresh")
+    expect(table).to_contain_text("mistake")
+    pick(page, "evaluate_run", "mistake")
+    page.click("#evaluate_delete")
+    expect(note).to_contain_text("Run mistake holds 2 items, 1 distribution and 6 files (")
+    expect(note).to_contain_text("Click Delete run again to delete it for good")
+    assert folder.is_dir()
+    page.click("#evaluate_delete")
+    expect(note).to_contain_text("Run mistake deleted: 2 items, 1 distribution; 6 files (")
+    expect(table.locator("td", has_text="mistake")).to_have_count(0)
+    expect(table).to_contain_text("wanted")
+    assert not folder.exists()
+    page.screenshot(path=str(ARTIFACTS / "evaluate-delete-run.png"), full_page=True)
+    # The picker lost it; a press on a name typed in is refused beside the buttons.
+    page.locator("#evaluate_run input").fill("mistake")
+    page.click("#evaluate_delete")
+    expect(note).to_contain_text("no run named 'mistake'; known runs, newest first:")
+    for button in ("cancel", "resume", "refresh", "delete"):
+        expect(page.locator(f"#evaluate_{button}")).to_be_enabled()
+    page.click("#evaluate_refresh")
+    expect(table).to_contain_text("wanted")
+    assert page.js_errors == []
