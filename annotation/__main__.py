@@ -41,6 +41,7 @@ from storage import (
     serving,
     unwritable,
 )
+from storage.commands import OneLineParser
 from storage.files import file_in_the_way
 from storage.schema import MIGRATIONS
 from storage.shown import counted, shown
@@ -50,9 +51,7 @@ COMMAND_LINE = Actor(None, "admin (command line)", frozenset({"admin"}))
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m annotation", description="ColorConcept Lab annotation store"
-    )
+    parser = OneLineParser(prog="python -m annotation", description="ColorConcept Lab annotation store")
     parser.add_argument(
         "--db",
         default=os.environ.get(ENV_DB) or str(DEFAULT_DB_PATH),

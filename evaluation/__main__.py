@@ -19,6 +19,7 @@ from pathlib import Path
 
 from evaluation.pipeline.ray_storage import refuse_file_in_the_way
 from storage import OPERATOR_WORDS, SchemaRefused, serving, storage_condition
+from storage.commands import OneLineParser
 from storage.serving import LockRefused
 
 COMMANDS = {
@@ -38,7 +39,7 @@ COMMANDS = {
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one sub-parser per entry of `COMMANDS`."""
-    parser = argparse.ArgumentParser(prog="python -m evaluation", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m evaluation", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(module_name)

@@ -240,6 +240,14 @@ def test_command_line_export_writes_the_folder(tmp_path, db, capsys):
         check=False,
     )
     assert result.returncode == 2 and "no database at" in result.stderr
+    # An option argparse refuses is one line too, not its usage block first (outside probe 236).
+    with pytest.raises(SystemExit) as refused:
+        main(["--db", str(db_path), "export"])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err == (
+        "python -m annotation export: error: the following arguments are required: folder "
+        "(python -m annotation export --help lists the options)\n"
+    )
 
 
 def test_export_csvs_name_each_uw71_bin_and_ship_the_bin_names(tmp_path, db):
@@ -594,8 +602,10 @@ def test_the_command_line_refuses_a_mistyped_path_or_id_and_writes_nothing(tmp_p
         with pytest.raises(SystemExit) as refused:
             main(["--db", db_path, *argv])
         assert refused.value.code == 2
-        assert re.search(
-            r"error: argument (study|--link): must be a whole number of at most 18 digits, got '(9{23}|1e3)'\n$",
+        assert re.fullmatch(
+            r"python -m annotation (close-study|erase-platform-ids): error: argument (study|--link): must be a "
+            r"whole number of at most 18 digits, got '(9{23}|1e3)' \(python -m annotation \1 --help lists the "
+            r"options\)\n",
             capsys.readouterr().err,
         )
     assert sorted(p.name for p in tmp_path.iterdir()) == before
