@@ -168,7 +168,7 @@ def _pipeline_damage(folder: Path) -> list[str]:
 
 #: The way to a local copy `_how_to_get` offers by default.
 LOCAL_FOLDER = (
-    "point the registry (a text-to-image model) or the masking options (*Masking* on the Evaluate "
+    "point the registry (a text-to-image model) or the masking options (Masking on the Evaluate "
     "tab, or `--detector`, `--sam`) at a local folder"
 )
 
@@ -240,7 +240,10 @@ def _missing(models, detector, sam, sam_checkpoint, cache_dir) -> list[tuple[str
                 )
             elif problem := _weights_problem(folder, files=True):
                 problems.append(
-                    (f"model {spec.key!r}: the pipeline in {folder} {problem}; {_remedy(folder)}", None)
+                    (
+                        f"model {spec.key!r}: the pipeline in {folder} {problem}; {_remedy(folder, spec.build)}",
+                        None,
+                    )
                 )
         else:
             index = _cached(spec.source, "model_index.json", cache_dir)
@@ -273,13 +276,18 @@ def _weights_problem(folder: Path, files: bool = False) -> str:
     return ", and ".join(said)
 
 
-def _remedy(folder: Path) -> str:
+def _remedy(folder: Path, build: str = "") -> str:
     """What mends a local model folder whose weights are missing or damaged: the tiny models
-    are built here, not copied (outside probe 131 was told to copy one whole)."""
+    are built here, not copied (outside probes 131 and 236 were told to copy one whole); a
+    registry model with ``build = "tiny"`` (`build`) is built by the run that needs it."""
     from evaluation.models.tiny import BUILT_BY_BUILD_TINY
 
     if folder.name in BUILT_BY_BUILD_TINY:
         return f"build it again: python -m evaluation build-tiny --models-dir {folder.parent}"
+    if build == "tiny":
+        return (
+            f"remove the folder {folder}: the next run builds it again, from the same seed (the same weights)"
+        )
     return "copy the model's folder whole"
 
 
@@ -457,7 +465,7 @@ def weights_refusal(models: Iterable[Mapping[str, Any]], masking: tuple[str, str
     masking_hub = {source for _, source in found if source is not None} & {detector, sam}
     if masking_hub and specs and all(s.build == "tiny" for s in specs):
         hint = (
-            "for a tiny test model, choose the tiny-random masking (*Masking* on the Evaluate tab, or "
+            "for a tiny test model, choose the tiny-random masking (Masking on the Evaluate tab, or "
             "`--segmenter tiny-random` on the command line). Missing: "
         )
     hub = [what for what, source in found if source is not None]

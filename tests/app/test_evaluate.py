@@ -301,7 +301,7 @@ def test_an_explicit_run_of_the_tiny_model_is_planned_started_and_scored(tmp_pat
         ), plan
         with pytest.raises(
             AppError,
-            match=r"^The run was not started: for a tiny test model, choose the tiny-random masking \(\*Masking\* on the Evaluate tab, or `--segmenter tiny-random` on the command line\)\. "
+            match=r"^The run was not started: for a tiny test model, choose the tiny-random masking \(Masking on the Evaluate tab, or `--segmenter tiny-random` on the command line\)\. "
             r"Missing: GroundingDINO",
         ):
             client.predict(

@@ -109,7 +109,7 @@ def test_a_tiny_model_with_the_papers_masking_is_refused_before_a_row_is_written
         selection = [["tiny-random"], ["apple"], [], [], "", 0, 0, ["natural"], "7.5", 1]
         with pytest.raises(
             AppError,
-            match=rf"^The run was not started: for a tiny test model, choose the tiny-random masking \(\*Masking\* on the Evaluate tab, or `--segmenter tiny-random` on the command line\)\. "
+            match=rf"^The run was not started: for a tiny test model, choose the tiny-random masking \(Masking on the Evaluate tab, or `--segmenter tiny-random` on the command line\)\. "
             rf"Missing: GroundingDINO \({DEFAULT_DETECTOR}\), SAM \({DEFAULT_SAM}\) are not on this machine: "
             r"download each .*`hf download ID`",
         ):
@@ -174,7 +174,7 @@ def test_a_run_of_every_model_without_any_weights_is_refused_in_full_within_what
         "are not on this machine: download each on a machine with internet (`hf download ID`, after "
         "accepting its licence on the hub and `hf auth login` if it is gated) and copy that Hugging Face "
         "cache into this server's (its `HF_HOME`, by default ~/.cache/huggingface), or point the registry "
-        "(a text-to-image model) or the masking options (*Masking* on the Evaluate tab, or `--detector`, "
+        "(a text-to-image model) or the masking options (Masking on the Evaluate tab, or `--detector`, "
         "`--sam`) at a local folder"
     )
     assert str(HF_HUB_CACHE) not in refusal  # the app shows it to researchers: no server path
@@ -270,6 +270,19 @@ def test_weights_cut_short_or_missing_in_a_built_tiny_model_or_masker_are_named_
     # Built here, not copied: the remedy is to build them again (outside probe 131).
     assert f"; build it again: python -m evaluation build-tiny --models-dir {models}" in err
     shutil.rmtree(models / "tiny-random")  # built again where it is empty: no refusal for it
+    # tiny-random-b is built by the run that needs it, not by build-tiny: its remedy says so
+    # (outside probe 236 was told to copy its folder whole).
+    from evaluation.models.registry import load_registry
+    from evaluation.models.tiny import build_tiny_pipeline
+
+    build_tiny_pipeline(models / "tiny-random-b", seed=load_registry()["tiny-random-b"].build_seed)
+    for weights in (models / "tiny-random-b" / "unet").glob("*.safetensors"):
+        weights.unlink()
+    assert main([*argv[:4], "tiny-random-b", *argv[5:]]) == 2
+    assert (
+        f"; remove the folder {models / 'tiny-random-b'}: the next run builds it again, from the same seed "
+        "(the same weights)"
+    ) in capsys.readouterr().err
     [sam] = (models / "tiny-sam").glob("*.safetensors")
     sam.unlink()
     tiny = segmenter_preset("tiny-random", models)
