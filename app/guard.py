@@ -34,8 +34,8 @@ copied every header of a ``Range`` request into its answer).
 Files in Gradio's own cache (what a handler returned as an image or file that does not
 lie in a served folder) are served only to the person they were issued to: `Issued`
 records, for every answer a function gives, the cache files in it and who asked
-(`issue_outputs`). The files the page is built with (instruction examples) are public, and
-so are the files its scripts fetch (`shipped_files`: the coloring canvas's script and color
+(`issue_outputs`); the instruction examples are among them, handed to designers at sign-in.
+The files the page's configuration names are public (none is, now), and so are the files its scripts fetch (`shipped_files`: the coloring canvas's script and color
 names table), each by its exact path, nothing else in their folder.
 
 `role_table_markdown` renders `DATA_RULES` for docs/security.md, whose table a test

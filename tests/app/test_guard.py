@@ -1319,6 +1319,13 @@ def test_every_page_function_refuses_callers_without_its_role_and_writes_nothing
     assert checked > 100  # the sessions table is part of every comparison: nobody was signed out
 
 
+def test_the_page_names_no_file_so_none_is_served_to_anyone_for_being_in_it(world):
+    """docs/security.md says so: the instruction examples, once in the page and so served to
+    every visitor, are handed to designers at sign-in (outside probe 235 found the docs still
+    calling them public)."""
+    assert guard.page_files(page_config(world.url)) == set()
+
+
 def test_docs_show_the_role_table_the_code_enforces():
     assert role_table_markdown() in DOCS.read_text(encoding="utf-8")
 
