@@ -253,7 +253,7 @@ class ExplicitTab(Tab):
     def robustness(self, db, actor, run: str) -> dict:
         """Each rule set against the default: largest change of an accuracy cell, Kendall's τ
         between the models' rankings and the models that swap."""
-        report, text = views.rule_set_robustness(db, _text(run))
+        report, text = views.rule_set_robustness(db, _text(run), job=self.ctx.jobs.state(_text(run)))
         return {self.parts["robust_note"]: escape(text), self.parts["robust_table"]: report.round(4)}
 
     @role(*ROLES, "admin")

@@ -17,6 +17,7 @@ default ``paper`` against ``paper-mean``, ``released``, ``released-closest``;
 from __future__ import annotations
 
 import argparse
+import shlex
 import time
 from pathlib import Path
 
@@ -98,7 +99,8 @@ def _explicit(db, args: argparse.Namespace) -> int:
     from evaluation.explicit.views import rule_set_robustness
     from storage.spreadsheet import write_csv
 
-    report, text = rule_set_robustness(db, args.explicit_run)
+    resume = f"(python -m evaluation explicit --run {shlex.quote(args.explicit_run)})"
+    report, text = rule_set_robustness(db, args.explicit_run, resume=resume)
     print(text)
     print(report.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     out = args.out or args.data_dir / "robustness"

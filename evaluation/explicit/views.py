@@ -143,8 +143,17 @@ def explicit_robustness(rows: Sequence[Mapping]) -> pd.DataFrame:
     return pd.concat(report, ignore_index=True)[list(robustness.REPORT_COLUMNS)]
 
 
-def rule_set_robustness(db: sqlite_utils.Database, run: str) -> tuple[pd.DataFrame, str]:
+def rule_set_robustness(
+    db: sqlite_utils.Database, run: str, *, job=None, resume: str = "on the Evaluate tab"
+) -> tuple[pd.DataFrame, str]:
     """Does the ranking of the run's models survive the rule set?
+
+    Parameters
+    ----------
+    job : `evaluation.pipeline.jobs.JobState`, optional
+        As `run_standing`: of a run not complete, the text begins with what its verdicts
+        cover (`RunStanding.note`, `resume` saying where it is resumed): the comparison read
+        as the whole run's (outside probe 231).
 
     Returns
     -------
@@ -161,7 +170,10 @@ def rule_set_robustness(db: sqlite_utils.Database, run: str) -> tuple[pd.DataFra
         If it has no verdict under the default rules yet.
     """
     report = explicit_robustness(runs.explicit_results(db, run=check_run(db, run)))
-    return report, robustness.describe(report)
+    text = robustness.describe(report)
+    if note := standing_of(db, run, job).note(resume=resume):
+        text = f"{note}\n\n{text}"
+    return report, text
 
 
 def color_label(rgb) -> str:

@@ -175,3 +175,23 @@ def test_the_command_line_prints_and_writes_what_the_tables_of_an_unfinished_run
         "run": [RUN],
         "note": [note],
     }
+
+
+def test_the_rule_set_comparison_of_an_unfinished_run_says_what_it_covers(partly_judged, tmp_path):
+    """The robustness panel read as the whole run's (outside probe 231)."""
+    from evaluation.explicit.views import rule_set_robustness
+
+    report, text = rule_set_robustness(partly_judged, RUN, job=JobState("cancelled", message="resume"))
+    assert text.startswith(f"Run 'part' is not complete (cancelled): {JUDGED}{RESUME}\n\n")
+    assert not report.empty
+    _, cli = rule_set_robustness(partly_judged, RUN, resume=CLI)
+    assert cli.startswith(
+        f"Run 'part' is not complete (stopped): {JUDGED}resume the run {CLI} to judge the rest."
+    )
+    build_run(tmp_path / "db.sqlite", tmp_path / "data", "whole")
+    db = runs.connect(tmp_path / "db.sqlite")
+    try:
+        _, whole = rule_set_robustness(db, "whole")
+    finally:
+        db.close()
+    assert "not complete" not in whole
