@@ -23,11 +23,10 @@ from pathlib import Path
 
 import sqlite_utils
 
-from annotation import audit
 from annotation.coloring import ground_truth
 from annotation.coloring.withdrawal import mark_withdrawn
 from annotation.people.passwords import ADMIN_PASSWORD_SETTING
-from storage import insert_rows, iso, read_only, schema_version, transaction, update_rows
+from storage import audit, insert_rows, iso, read_only, schema_version, transaction, update_rows
 from storage.schema import MIGRATIONS
 
 END_REASON = "ended_before_restore"

@@ -30,8 +30,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-from annotation import audit
-from storage import transaction
+from storage import audit, transaction
 from storage.data_folder import (
     QUARANTINE,
     UnreadableCopy,

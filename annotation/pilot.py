@@ -22,10 +22,9 @@ from collections.abc import Iterable
 import numpy as np
 import sqlite_utils
 
-from annotation import audit
 from annotation.errors import InvalidInput, NotFound, shown
 from evaluation.concepts import key_meant
-from storage import insert_rows, iso, transaction
+from storage import audit, insert_rows, iso, transaction
 
 MIN_SIZE = 1
 MAX_SIZE = 20

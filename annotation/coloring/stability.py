@@ -38,13 +38,12 @@ import pandas as pd
 import plotly.graph_objects as go
 import sqlite_utils
 
-from annotation import audit
 from annotation.assignment import pool_rows
 from annotation.coloring import ground_truth
 from annotation.errors import InvalidInput
 from evaluation.analysis import bootstrap
 from evaluation.analysis.figures import LAYOUT
-from storage import human, iso, transaction
+from storage import audit, human, iso, transaction
 from storage.settings import read_setting, write_setting
 from storage.shown import counted, shown
 

@@ -37,7 +37,6 @@ from pathlib import Path
 import numpy as np
 import sqlite_utils
 
-from annotation import audit
 from annotation.assignment import Task, expire, open_tasks, reserve
 from annotation.coloring import stability
 from annotation.coloring.canvas import MIN_PAINTED_FRACTION, prepare_canvas
@@ -48,7 +47,7 @@ from annotation.concepts import get_concept
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied, TaskEnded, shown
 from annotation.files import resolve
 from annotation.sketches.library import get_sketch, selected_sketch
-from storage import insert_row, iso, transaction, utcnow
+from storage import audit, insert_row, iso, transaction, utcnow
 from storage.shown import in_words
 
 RESERVE_AHEAD = 3

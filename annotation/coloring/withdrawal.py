@@ -18,11 +18,10 @@ from dataclasses import dataclass
 
 import sqlite_utils
 
-from annotation import audit
 from annotation.coloring import ground_truth
 from annotation.errors import Conflict, InvalidInput, PermissionDenied, blank, check_text
 from annotation.people.accounts import Actor, get_annotator, named
-from storage import iso, transaction, update_rows, utcnow
+from storage import audit, iso, transaction, update_rows, utcnow
 from storage.shown import counted
 
 WITHDRAWN = "withdrawn"

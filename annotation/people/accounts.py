@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import sqlite_utils
 
-from annotation import assignment, audit
+from annotation import assignment
 from annotation.errors import (
     Conflict,
     InvalidInput,
@@ -37,7 +37,7 @@ from annotation.errors import (
     check_text,
     shown,
 )
-from storage import insert_row, iso, select, transaction, update_rows, utcnow
+from storage import audit, insert_row, iso, select, transaction, update_rows, utcnow
 
 ROLES = ("designer", "expert", "participant", "researcher", "admin")
 INVITABLE_ROLES = ROLES[:-1]

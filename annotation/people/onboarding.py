@@ -16,11 +16,10 @@ from pathlib import Path
 
 import sqlite_utils
 
-from annotation import audit
 from annotation.errors import Conflict, InvalidInput, check_text
 from annotation.people.accounts import Actor, get_annotator, named
 from evaluation.concepts import ASSETS
-from storage import insert_row, iso, transaction, update_rows
+from storage import audit, insert_row, iso, transaction, update_rows
 from storage.shown import shown
 
 TEXTS = ASSETS / "texts"

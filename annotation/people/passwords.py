@@ -21,11 +21,10 @@ from pathlib import Path
 
 import sqlite_utils
 
-from annotation import audit
 from annotation.errors import InvalidInput, PermissionDenied
 from annotation.people.accounts import Session, end_admin_sessions, open_admin_session
 from evaluation.models.registry import PROJECT_ROOT
-from storage import transaction, utcnow
+from storage import audit, transaction, utcnow
 from storage.settings import read_setting, write_setting
 from storage.shown import counted
 

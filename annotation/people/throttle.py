@@ -36,9 +36,8 @@ from collections.abc import Iterator
 
 import sqlite_utils
 
-from annotation import audit
 from annotation.errors import AnnotationError
-from storage import iso, parse_iso, utcnow
+from storage import audit, iso, parse_iso, utcnow
 
 ACTION = "sign_in_failed"
 WINDOW_S = 15 * 60.0

@@ -23,7 +23,6 @@ import numpy as np
 import pandas as pd
 import sqlite_utils
 
-from annotation import audit
 from annotation.coloring import ground_truth
 from annotation.coloring.store import concept_colorings, get_coloring, recolor_note, set_status
 from annotation.coloring.tasks import slot_quota
@@ -34,7 +33,7 @@ from annotation.qc import stats as qc
 from annotation.qc.plausibility import scores_by_concept as batch_scores
 from evaluation.color import metrics
 from evaluation.color.plausibility import plausibility_ranking
-from storage import insert_row, insert_rows, iso, transaction, utcnow
+from storage import audit, insert_row, insert_rows, iso, transaction, utcnow
 from storage.human import counted_colorings, counted_per_concept
 from storage.settings import read_setting, write_setting
 from storage.shown import in_words, shown
@@ -639,7 +638,7 @@ def _open_groups(
             for c in new
         ),
     )
-    # The rows `annotation.audit.record` writes, one per group that opened any.
+    # The rows `storage.audit.record` writes, one per group that opened any.
     insert_rows(
         db,
         "audit",

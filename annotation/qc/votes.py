@@ -22,7 +22,6 @@ import numpy as np
 import pandas as pd
 import sqlite_utils
 
-from annotation import audit
 from annotation.assignment import open_tasks, reserve, submit
 from annotation.coloring.store import get_coloring, set_status
 from annotation.errors import Conflict, InvalidInput, PermissionDenied, blank, check_text
@@ -30,7 +29,7 @@ from annotation.people.accounts import Actor
 from annotation.qc import stats as qc
 from annotation.qc.readiness import MISSING_VOTES, active_experts
 from annotation.qc.review import require_role
-from storage import insert_row, iso, transaction, update_rows
+from storage import audit, insert_row, iso, transaction, update_rows
 from storage.shown import in_words, shown
 
 # Review tasks an expert holds at once (the paper is silent); the queue is refilled

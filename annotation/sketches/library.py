@@ -35,7 +35,6 @@ import numpy as np
 import sqlite_utils
 from PIL import Image
 
-from annotation import audit
 from annotation.concepts import get_concept
 from annotation.errors import InvalidInput, NotFound, check_text, shown
 from annotation.files import MAX_BYTES, MAX_PIXELS, decode_image, resolve, store_bytes
@@ -52,7 +51,7 @@ from annotation.sketches.importing import (
     png_data_url,
     sketch_prompt,
 )
-from storage import insert_row, iso, select, transaction, update_rows
+from storage import audit, insert_row, iso, select, transaction, update_rows
 from storage.shown import shown_path
 
 SOURCES = ("shipped", "imported", "generated")

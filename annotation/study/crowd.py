@@ -48,7 +48,7 @@ from typing import NamedTuple
 import pandas as pd
 import sqlite_utils
 
-from annotation import assignment, audit
+from annotation import assignment
 from annotation.errors import (
     Conflict,
     InvalidInput,
@@ -72,7 +72,7 @@ from annotation.people.accounts import (
 )
 from annotation.study.design import GROUND_TRUTH, closed_studies, get_study
 from annotation.study.judging import progress
-from storage import insert_row, iso, parse_iso, shown_time, transaction, update_rows, utcnow
+from storage import audit, insert_row, iso, parse_iso, shown_time, transaction, update_rows, utcnow
 from storage.spreadsheet import csv_text
 
 STATUSES = (

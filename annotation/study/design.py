@@ -44,13 +44,13 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import sqlite_utils
 
-from annotation import assignment, audit
+from annotation import assignment
 from annotation.errors import Conflict, InvalidInput, NotFound, blank, check_text
 from annotation.people.accounts import Actor
 from evaluation.models.generation import STYLES as GENERATION_STYLES
 from evaluation.pipeline import runs
+from storage import audit, insert_row, insert_rows, iso, transaction, update_rows, utcnow
 from storage import human as human_rows
-from storage import insert_row, insert_rows, iso, transaction, update_rows, utcnow
 from storage.distributions import check_distribution
 from storage.settings import read_setting, write_setting
 from storage.shown import shown

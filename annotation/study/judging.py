@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import sqlite_utils
 
-from annotation import assignment, audit
+from annotation import assignment
 from annotation.coloring.store import withdrawn_files
 from annotation.errors import Conflict, InvalidInput, PermissionDenied
 from annotation.people.accounts import Actor
@@ -34,7 +34,7 @@ from evaluation.analysis.judgments import VOTE_COLUMNS
 from evaluation.analysis.tables import dca_column
 from evaluation.color.naming import DOMINANT_COLUMNS, with_bin_names
 from evaluation.pipeline.scoring import concept_metrics
-from storage import insert_row, iso, parse_iso, shown_time, transaction, update_rows, utcnow
+from storage import audit, insert_row, iso, parse_iso, shown_time, transaction, update_rows, utcnow
 from storage.distributions import decode
 from storage.shown import shown
 from storage.spreadsheet import write_csv

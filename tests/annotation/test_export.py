@@ -291,7 +291,7 @@ FORMULAS = [
 
 
 def test_export_csvs_neutralise_spreadsheet_formulas_and_keep_numbers_numbers(tmp_path, db):
-    from annotation import audit
+    from storage import audit
 
     data_dir = tmp_path / "data"
     _fill(db, data_dir)

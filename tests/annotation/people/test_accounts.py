@@ -265,9 +265,9 @@ def test_a_refusal_quotes_at_most_80_characters_of_a_huge_value(db):
 def test_the_people_list_counts_each_kind_of_work_and_when_each_person_was_last_seen(db, tmp_path):
     """A researcher's runs and studies, a designer's practice and withdrawn colorings, and a
     sign-in with nothing done yet (outsiders 82, 83: each read "nothing yet" with no time)."""
-    from annotation import audit
     from annotation.coloring.withdrawal import withdraw_colorings
     from annotation.concepts import sync_concepts
+    from storage import audit
     from tests.qc_data import add_coloring
 
     sync_concepts(db)
