@@ -21,8 +21,9 @@ import time
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from app.config import ENV_DB, ENV_SEED
+    from storage.commands import OneLineParser
 
-    parser = argparse.ArgumentParser(description="ColorConcept Lab web app")
+    parser = OneLineParser(prog="python app.py", description="ColorConcept Lab web app")
     parser.add_argument("--db", help=f"SQLite file (default: ${ENV_DB} or data/colorconcept.sqlite)")
     parser.add_argument("--data-dir", help="folder for images and other written files")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")

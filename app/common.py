@@ -770,8 +770,9 @@ def _prepare_rows_and_files(db: sqlite_utils.Database, config: AppConfig) -> str
             "moved %s no row names into %s/ (files over %d min old; a younger one waits for "
             "a later start, so they may date from before the last run): a write stopped "
             "part-way (a run was killed or the machine went down: nothing acknowledged is "
-            "lost), or the database was restored from a backup older than them (the work "
-            "they hold is not in it)",
+            "lost), the database was restored from a backup older than them (the work "
+            "they hold is not in it), or they are a deleted run's that a database kept beside "
+            "this one named until it was moved away",
             counted(len(swept), "file"),
             QUARANTINE,
             ORPHAN_MIN_AGE_S // 60,

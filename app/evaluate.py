@@ -462,7 +462,7 @@ class EvaluateTab(Tab):
             (
                 r,
                 runs.run_progress(db, r["name"]),
-                manager.state(r["name"]),
+                manager.state(r["name"], r["created_at"]),
                 manager.workers(r["name"]),
                 runs.is_explicit(runs.run_config(db, r["name"])),
                 runs.job_elsewhere(db, r["name"], jobs.process_owner()),
@@ -533,24 +533,33 @@ class EvaluateTab(Tab):
         }
 
     @role(*ALLOWED)
-    def delete(self, db, actor, run: str, pending: str | None = None) -> dict:
-        """Say what run `run` holds; called again with it `pending` (the first call's answer),
-        delete it: its rows, then its files (`annotation.research.records.delete_evaluation_run`)."""
+    def delete(self, db, actor, run: str, pending: list | None = None) -> dict:
+        """Say what run `run` holds; called again with it `pending` (the first call's answer:
+        its name and when it was stored), delete it: its rows, then its files
+        (`annotation.research.records.delete_evaluation_run`). A run of that name stored
+        since the first call (the one described deleted elsewhere, another made) is described
+        in its turn, not deleted: the second press deleted whatever then had the name (outside
+        probe 237)."""
         run = run or ""
         data_dir = self.ctx.config.data_dir
+        second = bool(pending) and pending[0] == run
+        remade = second and pending[1] != runs.run_created(db, run)
         try:
             with self.ctx.jobs.deleting(run) as busy:
-                if pending != run:
+                if not second or remade:
                     held = removal.footprint(db, run, data_dir)
                     removal.refuse_deletion(db, run, busy=busy)
+                    since = " was deleted and made again since the last press: it now" if remade else ""
                     return self.named(
-                        progress_note=f"Run **{escape(run)}** holds {escape(held.sentence())}. Click "
+                        progress_note=f"Run **{escape(run)}**{since} holds {escape(held.sentence())}. Click "
                         "*Delete run* again to delete it for good (the audit trail keeps who did).",
                         progress=gr.skip(),
                         run=gr.skip(),
-                        pending_delete=run,
+                        pending_delete=[run, held.created],
                     )
-                rows, files = research.delete_evaluation_run(db, actor.pseudonym, run, data_dir, busy=busy)
+                rows, files = research.delete_evaluation_run(
+                    db, actor.pseudonym, run, data_dir, busy=busy, created=pending[1]
+                )
                 self.ctx.jobs.forget(run)
         except ValueError as error:  # a second click must ask again once the refusal is gone
             raise refused_with(error, {self.parts["pending_delete"]: None}) from error

@@ -230,8 +230,12 @@ class ExplicitTab(Tab):
         """The run's report, with the state of its job on this server."""
         name = _text(run)
         return views.explicit_report(
-            db, name, scoring=scoring, confusion_system=system or None, job=self.ctx.jobs.state(name)
+            db, name, scoring=scoring, confusion_system=system or None, job=self._job(db, name)
         )
+
+    def _job(self, db, run: str):
+        """The state of run `run`'s job on this server (not an earlier run's of its name)."""
+        return self.ctx.jobs.state(run, runs.run_created(db, run))
 
     @role(*ROLES, "admin")
     def bias(self, db, actor, run: str, scoring: str, model: str) -> dict:
@@ -253,7 +257,7 @@ class ExplicitTab(Tab):
     def robustness(self, db, actor, run: str) -> dict:
         """Each rule set against the default: largest change of an accuracy cell, Kendall's τ
         between the models' rankings and the models that swap."""
-        report, text = views.rule_set_robustness(db, _text(run), job=self.ctx.jobs.state(_text(run)))
+        report, text = views.rule_set_robustness(db, _text(run), job=self._job(db, _text(run)))
         return {self.parts["robust_note"]: escape(text), self.parts["robust_table"]: report.round(4)}
 
     @role(*ROLES, "admin")

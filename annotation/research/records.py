@@ -16,13 +16,12 @@ from pathlib import Path
 
 import sqlite_utils
 
-from annotation import audit
 from evaluation.concepts import Concept
 from evaluation.pipeline import removal, runs
 from evaluation.pipeline.imports import ImportReport, import_images
 from evaluation.pipeline.planning import run_exists
 from evaluation.pipeline.runs import check_run_name
-from storage import transaction
+from storage import audit, transaction
 from storage.shown import shown
 
 
@@ -78,30 +77,37 @@ def record_job_action(db: sqlite_utils.Database, actor: str, action: str, run: s
 
 
 def delete_evaluation_run(
-    db: sqlite_utils.Database, actor: str, run: str, data_dir: str | Path, *, busy: str = ""
+    db: sqlite_utils.Database,
+    actor: str,
+    run: str,
+    data_dir: str | Path,
+    *,
+    busy: str = "",
+    created: str | None = None,
 ) -> tuple[dict[str, int], removal.FilesRemoved]:
-    """`evaluation.pipeline.removal.delete_run`, with an audit row (``delete_evaluation_run``,
-    the rows deleted per table) committed with the deletion."""
-
-    def record(db, rows: dict[str, int]) -> None:
-        audit.record(db, actor, "delete_evaluation_run", "run", run, details=rows)
-
-    return removal.delete_run(db, run, data_dir, busy=busy, record=record)
+    """`evaluation.pipeline.removal.delete_run` (`busy` and `created` as there), with an audit
+    row (``delete_evaluation_run``, the rows deleted per table) committed with the deletion."""
+    return removal.delete_run(
+        db, run, data_dir, busy=busy, created=created, record=removal.audited(actor, run)
+    )
 
 
-STARTED_ELSEWHERE = "command line"
+STARTED_ELSEWHERE = runs.COMMAND_LINE
 """Who started a run that no one started in the app (``python -m evaluation run``)."""
 
 
 def run_starters(db: sqlite_utils.Database, names: Sequence[str]) -> dict[str, str]:
     """The pseudonym that started or imported each run in `names` in the app (from the audit
-    rows), else `STARTED_ELSEWHERE`."""
+    rows since the run was stored: a run deleted and made again under its name showed who
+    started the deleted one, outside probe 237), else `STARTED_ELSEWHERE`."""
     marks = ", ".join("?" * len(names))
     found = {
         row["object_id"]: row["actor"]
+        # Rows of an earlier run of the name, deleted since, are older than this one.
         for row in db.query(
-            "SELECT object_id, actor FROM audit WHERE action IN ('start_evaluation', 'import_run') "
-            f"AND object_type = 'run' AND object_id IN ({marks})",
+            "SELECT a.object_id, a.actor FROM audit a JOIN runs r ON r.name = a.object_id "
+            "WHERE a.action IN ('start_evaluation', 'import_run') AND a.object_type = 'run' "
+            f"AND a.created >= r.created_at AND a.object_id IN ({marks}) ORDER BY a.id",
             list(names),
         )
     }

@@ -667,11 +667,16 @@ class JobManager:
         self._worker: threading.Thread | None = None
         self._closed = False
         self._deleting: set[str] = set()
+        # When each queued run was stored: a run deleted (from the command line, which does not
+        # see this queue) and made again under its name is another run (outside probe 237).
+        self._created: dict[str, str | None] = {}
 
     def submit(
         self, run: str, segmenter: SegmenterSpec, executor: ExecutorChoice = ExecutorChoice()
     ) -> JobState:
         """Queue run `run` (stored already) on `executor`; raises JobError if it is queued or running."""
+        with self.connect() as db:
+            created = runs.run_created(db, run)
         with self._lock:
             if self._closed:
                 raise JobError(f"run {run!r} cannot start: the server is shutting down")
@@ -680,6 +685,7 @@ class JobManager:
             if run in self._deleting:
                 raise JobError(f"run {run!r} is being deleted")
             self._states[run] = JobState("queued")
+            self._created[run] = created
             self._stop[run] = threading.Event()
             self._queue.append((run, segmenter, executor))
             if self._worker is None or not self._worker.is_alive():
@@ -720,12 +726,15 @@ class JobManager:
         name must not show its state); an active job is kept."""
         with self._lock:
             if not self._states.get(run, JobState("idle")).active:
-                for kept in (self._states, self._executors, self._stop):
+                for kept in (self._states, self._executors, self._stop, self._created):
                     kept.pop(run, None)
 
-    def state(self, run: str) -> JobState:
-        """The job state of `run` (``idle`` if this server never ran it)."""
+    def state(self, run: str, created: str | None = None) -> JobState:
+        """The job state of `run` (``idle`` if this server never ran it); given when the run
+        was stored (`created`), ``idle`` too for a job of an earlier run of that name."""
         with self._lock:
+            if created is not None and self._created.get(run, created) != created:
+                return JobState("idle")
             return self._states.get(run, JobState("idle"))
 
     def _set(self, run: str, state: str, stage: str = "", message: str = "") -> None:
@@ -762,6 +771,12 @@ class JobManager:
         stop = self._stop[run]
         if stop.is_set():
             self._set(run, "cancelled", message="before it started; resume to run it")
+            return
+        with self.connect() as db:
+            created = runs.run_created(db, run)
+        if created != self._created.get(run):  # deleted while queued: never run another one
+            again = "" if created is None else " and made again (resume the new one to run it)"
+            self._set(run, "cancelled", message=f"the run was deleted{again} before its job started")
             return
         self._set(run, "running")
         try:

@@ -39,6 +39,7 @@ from evaluation.pipeline.runs import (
     delete_run_rows,
     job_elsewhere,
     run_config,
+    run_created,
     run_row_counts,
     studies_showing,
 )
@@ -67,6 +68,8 @@ class RunFootprint:
     rows: dict[str, int]
     files: int
     bytes: int
+    created: str = ""
+    """When the run was stored: a second press deletes this run, not a later one of its name."""
 
     def sentence(self) -> str:
         """``'1,000,000 items, 2 distributions and 12 files (3.4 MB)'``."""
@@ -120,16 +123,19 @@ def run_folder(data_dir: Location, run: str) -> Path:
 def footprint(db: sqlite_utils.Database, run: str, data_dir: Location) -> RunFootprint:
     """The rows and files run `run` holds; raises `RunError` for an unknown run."""
     run_config(db, run)
+    created = run_created(db, run) or ""
     rows = {table: n for table, n in run_row_counts(db, run).items() if table != "runs"}
     files = size = 0
     if not is_uri(data_dir):
         for path in _files_under(run_folder(data_dir, run)):
             files += 1
             size += path.lstat().st_size
-    return RunFootprint(run, rows, files, size)
+    return RunFootprint(run, rows, files, size, created)
 
 
-def refuse_deletion(db: sqlite_utils.Database, run: str, *, busy: str = "") -> None:
+def refuse_deletion(
+    db: sqlite_utils.Database, run: str, *, busy: str = "", created: str | None = None
+) -> None:
     """Raise `RunError` unless run `run` may be deleted now.
 
     Parameters
@@ -141,8 +147,16 @@ def refuse_deletion(db: sqlite_utils.Database, run: str, *, busy: str = "") -> N
     busy : str
         The caller's own job state for the run when it is queued or running (an app's job
         manager): a job not yet started holds no lease, so only the caller knows of it.
+    created : str, optional
+        When the run the caller described was stored (`RunFootprint.created`): a run of that
+        name stored since (the one described deleted meanwhile, another made) is refused.
     """
     run_config(db, run)  # an unknown run is named, with the known ones
+    if created is not None and run_created(db, run) != created:
+        raise RunError(
+            f"run {run!r} is not the run described before: it was deleted and made again since "
+            f"(stored {run_created(db, run)}); nothing deleted, press Delete run again to see what it holds"
+        )
     if busy:
         raise RunError(f"run {run!r} is {busy} on this server: Cancel it, and delete it once it has stopped")
     if holder := job_elsewhere(db, run, owner=""):  # any live lease, this process's too
@@ -151,7 +165,7 @@ def refuse_deletion(db: sqlite_utils.Database, run: str, *, busy: str = "") -> N
             f"run {run!r} has a job running in {other} (last heard from {age:.0f} s ago): stop it there "
             f"first, or, if that process has died, wait {max(1.0, LEASE_S - age):.0f} s"
         )
-    studies = [f"{name!r} ({'open' if is_open else 'draft'})" for name, is_open in studies_showing(db, run)]
+    studies = [f"{name!r} ({'opened' if is_open else 'draft'})" for name, is_open in studies_showing(db, run)]
     if studies:
         raise RunError(
             f"run {run!r} is shown in {'study' if len(studies) == 1 else 'studies'} {', '.join(studies)} (its "
@@ -159,7 +173,9 @@ def refuse_deletion(db: sqlite_utils.Database, run: str, *, busy: str = "") -> N
         )
 
 
-def delete_rows(db: sqlite_utils.Database, run: str, *, busy: str = "") -> dict[str, int]:
+def delete_rows(
+    db: sqlite_utils.Database, run: str, *, busy: str = "", created: str | None = None
+) -> dict[str, int]:
     """Delete every row of run `run` (`runs.RUN_TABLES`) after `refuse_deletion`; call it inside
     `storage.transaction` (the caller's audit row then commits with it).
 
@@ -170,7 +186,7 @@ def delete_rows(db: sqlite_utils.Database, run: str, *, busy: str = "") -> dict[
     """
     if not db.conn.in_transaction:
         raise RuntimeError("delete_rows must run inside storage.transaction(db)")
-    refuse_deletion(db, run, busy=busy)
+    refuse_deletion(db, run, busy=busy, created=created)
     return delete_run_rows(db, run)
 
 
@@ -209,16 +225,30 @@ def delete_files(db: sqlite_utils.Database, run: str, data_dir: Location) -> Fil
     return FilesRemoved(removed, size, kept, tuple(failed))
 
 
+def audited(actor: str, run: str, **facts) -> Callable[[sqlite_utils.Database, dict[str, int]], None]:
+    """The `delete_run` ``record`` that writes the deletion's audit row (`storage.audit`):
+    ``delete_evaluation_run`` of run `run` by `actor`, with the rows deleted per table and
+    `facts`."""
+    from storage import audit
+
+    def record(db: sqlite_utils.Database, rows: dict[str, int]) -> None:
+        audit.record(db, actor, "delete_evaluation_run", "run", run, details={**rows, **facts})
+
+    return record
+
+
 def delete_run(
     db: sqlite_utils.Database,
     run: str,
     data_dir: Location,
     *,
     busy: str = "",
+    created: str | None = None,
     record: Callable[[sqlite_utils.Database, dict[str, int]], None] | None = None,
 ) -> tuple[dict[str, int], FilesRemoved]:
-    """Delete run `run`: its rows in one transaction (`delete_rows`, with `record` called
-    inside it, e.g. to audit who deleted what), then its files (`delete_files`).
+    """Delete run `run`: its rows in one transaction (`delete_rows`, refused as
+    `refuse_deletion` says, `busy` and `created` as there; `record` called inside it, e.g. to
+    audit who deleted what), then its files (`delete_files`).
 
     Returns
     -------
@@ -228,7 +258,7 @@ def delete_run(
         What became of the files under its folder.
     """
     with transaction(db):
-        rows = delete_rows(db, run, busy=busy)
+        rows = delete_rows(db, run, busy=busy, created=created)
         if record is not None:
             record(db, rows)
     return rows, delete_files(db, run, data_dir)

@@ -37,6 +37,8 @@ SEGMENT_STATUSES = ("ok", "no_detection", "empty_mask")
 STAGE_INPUT = {"generate": ("pending", "failed"), "segment": ("generated",)}
 _ITEM_KEY = ("run", "model", "concept", "style", "cfg", "sample")
 MAX_RUN_NAME = 80
+COMMAND_LINE = "command line"
+"""Who acted, for what ``python -m evaluation`` does: its audit rows and the Runs table say so."""
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]*$")
 
 
@@ -184,6 +186,13 @@ def run_config(db: sqlite_utils.Database, name: str) -> dict:
         more = f" and {len(known) - KNOWN_RUNS_LISTED} older" if len(known) > KNOWN_RUNS_LISTED else ""
         raise RunError(f"no run named {shown(name)}; known runs, newest first: {listed}{more}")
     return json.loads(row[0])
+
+
+def run_created(db: sqlite_utils.Database, name: str) -> str | None:
+    """When run `name` was stored (`storage.iso` text), None for no such run: with the name,
+    what tells a run from an earlier one of that name that was deleted."""
+    row = db.execute("SELECT created_at FROM runs WHERE name = ?", [name]).fetchone()
+    return row[0] if row else None
 
 
 def claim_masking(db: sqlite_utils.Database, run: str, masking: Mapping[str, Any]) -> None:

@@ -13,7 +13,7 @@ from PIL import Image
 from evaluation.analysis.reference import load_reference_csv
 from evaluation.analysis.results import analyses
 from evaluation.concepts import load_concepts
-from evaluation.pipeline import runs
+from evaluation.pipeline import removal, runs
 from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.research_data import (  # noqa: F401
@@ -233,10 +233,44 @@ def test_importing_a_folder_with_a_corrupt_image_scores_the_rest_and_names_it(tm
             AppError, match="^There is no stored model distribution yet"
         ):  # its scores went too
             client.predict(researcher, "uw71-ratings", "5", "ratio_of_means", api_name="/leaderboard_show")
+        # A run of the name made again elsewhere (the command line) is not the deleted one: not
+        # started by its importer, and a second press meant for another "ext" deletes nothing
+        # (outside probe 237: it deleted the run made in between, never described).
+        cell = {
+            "model": "m",
+            "concept": "apple",
+            "noun": "apple",
+            "style": "natural",
+            "cfg": 5.0,
+            "sample": 0,
+        }
+        db = open_db(config.db_path)
+        try:
+            runs.create_run(db, "ext", [{**cell, "seed": 1, "prompt": "p"}], {"made": "elsewhere"})
+            html = client.predict(researcher, api_name="/evaluate_progress")
+            assert re.search(r"<tr><td>ext</td><td>generated</td><td>command line</td>", html), html
+            said, _, _ = client.predict(researcher, "ext", api_name="/evaluate_delete")
+            assert said.startswith("Run **ext** holds 1 item and 0 files")
+            removal.delete_run(db, "ext", config.data_dir)
+            runs.create_run(
+                db,
+                "ext",
+                [{**cell, "seed": 2, "prompt": "p"}, {**cell, "sample": 1, "seed": 3, "prompt": "p"}],
+                {"made": "again"},
+            )
+            said, _, _ = client.predict(researcher, "ext", api_name="/evaluate_delete")
+            assert said.startswith(
+                "Run **ext** was deleted and made again since the last press: it now holds 2 items and 0 files"
+            )
+            assert runs.run_row_counts(db, "ext")["run_items"] == 2
+            said, _, _ = client.predict(researcher, "ext", api_name="/evaluate_delete")
+            assert said.startswith("Run **ext** deleted: 2 items; 0 files")
+        finally:
+            db.close()
     db = open_db(config.db_path)
     try:
         assert not any(runs.run_row_counts(db, "ext").values())
-        [deleted] = db["audit"].rows_where("action = 'delete_evaluation_run'")
+        [deleted, *_] = db["audit"].rows_where("action = 'delete_evaluation_run'")
     finally:
         db.close()
     assert deleted["object_id"] == "ext" and '"run_items": 2' in deleted["details"]

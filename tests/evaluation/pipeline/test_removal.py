@@ -3,8 +3,11 @@ run or of a way back, and nothing at all when it is refused (outside probe 234: 
 by mistake, 1,000,000 items, could not be taken back)."""
 
 import contextlib
+import getpass
 import hashlib
+import json
 import shutil
+import socket
 
 import numpy as np
 import pytest
@@ -122,6 +125,28 @@ def test_files_a_database_kept_beside_it_names_stay_until_that_copy_is_gone(fres
     assert (again.removed, again.kept) == (held.files, 0) and not (data_dir / "runs" / "gone").exists()
 
 
+def _connections(path):
+    """A job manager's `connect`: a new connection to the database at `path` each time."""
+
+    @contextlib.contextmanager
+    def connect():
+        connection = open_db(path)
+        try:
+            yield connection
+        finally:
+            connection.close()
+
+    return connect
+
+
+def _item(db, run):
+    """A grid cell of `run`'s first item, as `runs.create_run` takes it, with another seed."""
+    item = runs.items(db, run)[0]
+    return {k: item[k] for k in ("model", "concept", "noun", "style", "cfg", "sample", "prompt")} | {
+        "seed": 7
+    }
+
+
 def _state(db, data_dir):
     return list(db.conn.iterdump()), _files(data_dir)
 
@@ -167,15 +192,7 @@ def test_rows_are_deleted_only_inside_a_transaction(fresh):
 def test_a_job_manager_refuses_a_job_of_a_run_being_deleted_and_forgets_a_deleted_runs_job(fresh, tmp_path):
     _, data_dir = fresh
 
-    @contextlib.contextmanager
-    def connect():
-        connection = open_db(tmp_path / "study" / "db.sqlite")
-        try:
-            yield connection
-        finally:
-            connection.close()
-
-    manager = JobManager(connect, data_dir, device="cpu")
+    manager = JobManager(_connections(tmp_path / "study" / "db.sqlite"), data_dir, device="cpu")
     segmenter = segmenter_preset("tiny-random", data_dir / "models", 0.0, 0.0)
     manager.submit("keep", segmenter)
     assert manager.wait_idle(600) and manager.state("keep").state == "finished"
@@ -204,3 +221,60 @@ def test_the_command_says_what_a_run_holds_and_deletes_it_only_with_yes(fresh, t
 
     assert evaluation_main(["delete-run", *options, "--yes"]) == 2
     assert "error: no run named 'gone'; known runs, newest first: keep" in capsys.readouterr().err
+
+
+def test_a_deletion_described_for_one_run_does_not_delete_a_later_run_of_its_name(fresh):
+    """Outside probe 237: the second press of *Delete run* deleted whatever run had the name
+    by then, one the first press never described."""
+    db, data_dir = fresh
+    described = removal.footprint(db, "gone", data_dir)
+    removal.delete_run(db, "gone", data_dir)  # elsewhere: another tab, the command line
+    runs.create_run(db, "gone", [_item(db, "keep")], {"made": "again"})
+    before = _state(db, data_dir)
+    with pytest.raises(
+        runs.RunError, match=r"run 'gone' is not the run described before: it was deleted and made again"
+    ):
+        removal.delete_run(db, "gone", data_dir, created=described.created)
+    assert _state(db, data_dir) == before
+    again = removal.footprint(db, "gone", data_dir)
+    assert again.created != described.created and again.rows["run_items"] == 1
+    assert removal.delete_run(db, "gone", data_dir, created=again.created)[0]["run_items"] == 1
+
+
+def test_the_command_line_records_who_deleted_a_run_in_the_audit_trail(fresh, tmp_path, capsys):
+    db, data_dir = fresh
+    options = ["--run", "gone", "--db", str(tmp_path / "study" / "db.sqlite"), "--data-dir", str(data_dir)]
+    assert evaluation_main(["delete-run", *options, "--yes"]) == 0
+    [row] = db["audit"].rows_where("action = 'delete_evaluation_run'")
+    details = json.loads(row["details"])
+    assert (row["actor"], row["object_id"]) == ("command line", "gone")
+    assert details["run_items"] == 2 and details["by"] == f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+def test_a_job_queued_for_a_run_deleted_and_made_again_elsewhere_does_not_run_the_new_one(fresh, tmp_path):
+    """Outside probe 237: the command line cannot see the app's queue; the queued job then
+    failed on the deleted run, and its failure showed on a new run of the name."""
+    db, data_dir = fresh
+
+    manager = JobManager(_connections(tmp_path / "study" / "db.sqlite"), data_dir, device="cpu")
+    segmenter = segmenter_preset("tiny-random", data_dir / "models", 0.0, 0.0)
+    first = _item(db, "gone")
+    # The write lock held here keeps the first job waiting to claim its run, so the second
+    # stays queued while its run is deleted and made again on this connection.
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        manager.submit("keep", segmenter)
+        manager.submit("gone", segmenter)
+        assert manager.state("gone").state == "queued"
+        removal.delete_run(db, "gone", data_dir)
+        runs.create_run(db, "gone", [first], {"made": "again"})
+    finally:
+        db.execute("COMMIT")
+    assert manager.wait_idle(600)
+    old = manager.state("gone")
+    assert (old.state, old.message) == (
+        "cancelled",
+        "the run was deleted and made again (resume the new one to run it) before its job started",
+    )
+    assert manager.state("gone", runs.run_created(db, "gone")).state == "idle"  # not the new run's
+    assert [item["status"] for item in runs.items(db, "gone")] == ["pending"]  # left alone
